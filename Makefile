@@ -1,0 +1,37 @@
+# citeweave — local commands. Every target installs what it needs first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BOOTSTRAP_PYTHON ?= python3
+# The one pinned torch line of pyproject.toml, installed first so the local CPU wheel is used.
+TORCH_PIN := $(shell grep -o '"torch==[^"]*"' pyproject.toml | tr -d '"')
+
+.PHONY: install demo test bench protos up clean-store
+
+install: $(VENV)/.installed
+	@$(PY) -m services.embedder.models install
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(BOOTSTRAP_PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH_PIN)"
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: install
+	$(VENV)/bin/citeweave demo
+
+up: install
+	$(VENV)/bin/citeweave up
+
+test: install
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+
+bench: install
+	$(VENV)/bin/citeweave bench embedder --json
+	$(VENV)/bin/citeweave bench retriever --json
+
+protos: $(VENV)/.installed
+	$(PY) scripts/gen_protos.py
+
+clean-store:
+	rm -rf var/store

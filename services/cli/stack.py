@@ -1,0 +1,59 @@
+"""The local stack: each service as its own process on 127.0.0.1, started in dependency order."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from services.common.launcher import ServiceProcess
+
+# Start order: a service's peers come before it.
+SERVICE_ORDER = ("embedder", "retriever")
+SETTINGS_CLASSES = {
+    "embedder": "services.embedder.settings.EmbedderSettings",
+    "retriever": "services.retriever.settings.RetrieverSettings",
+}
+
+
+def default_port(name: str) -> int:
+    module, _, class_name = SETTINGS_CLASSES[name].rpartition(".")
+    settings_class = getattr(importlib.import_module(module), class_name)
+    return settings_class.model_fields["port"].default
+
+
+@dataclass
+class LocalStack:
+    log_dir: Path
+    ports: dict[str, int] = field(default_factory=dict)
+    settings: dict[str, dict[str, str]] = field(default_factory=dict)
+    processes: list[ServiceProcess] = field(default_factory=list)
+
+    def addr(self, name: str) -> str:
+        return f"127.0.0.1:{self.ports.get(name) or default_port(name)}"
+
+    def _settings_for(self, name: str) -> dict[str, str]:
+        wired = {"retriever": {"embedder_addr": self.addr("embedder")}}.get(name, {})
+        return {**wired, **self.settings.get(name, {})}
+
+    def start(self, timeout_s: float = 600, log=print) -> None:
+        try:
+            for name in SERVICE_ORDER:
+                service = ServiceProcess(
+                    name=name,
+                    port=self.ports.get(name) or default_port(name),
+                    settings=self._settings_for(name),
+                    log_path=self.log_dir / f"{name}.log",
+                )
+                self.processes.append(service.start())
+                log(f"starting {name} on {service.addr} (log: {service.log_path})")
+                service.wait_serving(timeout_s)
+                log(f"{name} is serving on {service.addr}")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for service in reversed(self.processes):
+            service.stop()
+        self.processes.clear()

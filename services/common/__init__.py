@@ -1,0 +1,1 @@
+"""Shared server bootstrap, settings, logging, errors and the generated gRPC stubs."""

@@ -1,0 +1,48 @@
+"""Channels to peer services and readiness waits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
+
+
+def aio_channel(addr: str) -> grpc.aio.Channel:
+    return grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS)
+
+
+def sync_channel(addr: str) -> grpc.Channel:
+    return grpc.insecure_channel(addr, options=CHANNEL_OPTIONS)
+
+
+def is_serving(addr: str, service: str = "", timeout_s: float = 1.0) -> bool:
+    with sync_channel(addr) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        try:
+            reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
+        except grpc.RpcError:
+            return False
+    return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def wait_serving(addr: str, timeout_s: float, service: str = "", poll_s: float = 0.25) -> None:
+    """Blocks until the health service at addr reports SERVING; TimeoutError otherwise."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if is_serving(addr, service):
+            return
+        time.sleep(poll_s)
+    raise TimeoutError(f"{addr} did not report SERVING within {timeout_s:.0f}s")
+
+
+async def wait_serving_async(addr: str, timeout_s: float, service: str = "") -> None:
+    await asyncio.to_thread(wait_serving, addr, timeout_s, service)

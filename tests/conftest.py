@@ -1,0 +1,48 @@
+"""Fixtures shared by the suite: real service processes on free 127.0.0.1 ports."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from services.common.launcher import ServiceProcess, free_port
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@contextmanager
+def running_service(
+    name: str, tmp_path: Path, settings: dict[str, str] | None = None, timeout_s: float = 180
+) -> Iterator[ServiceProcess]:
+    """Starts `python -m services.<name>` on a free port and waits for SERVING; stops it after."""
+    service = ServiceProcess(
+        name=name,
+        port=free_port(),
+        settings=settings or {},
+        log_path=tmp_path / f"{name}.log",
+    ).start()
+    try:
+        service.wait_serving(timeout_s)
+        yield service
+    finally:
+        service.stop()
+
+
+@pytest.fixture(scope="session")
+def session_tmp(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("session")
+
+
+@pytest.fixture(scope="session")
+def minilm_embedder(session_tmp) -> Iterator[ServiceProcess]:
+    """One MiniLM embedder process for every test that is not about the model itself."""
+    with running_service(
+        "embedder", session_tmp, {"model": "all-MiniLM-L6-v2", "cache_dir": str(session_tmp / "cache")}
+    ) as service:
+        yield service
