@@ -1,0 +1,285 @@
+"""Retriever benchmark: Search latency over a large Milvus Lite store, and the selection step.
+
+`run()` starts a real `python -m services.retriever` on a fresh temporary Milvus Lite store (HNSW,
+COSINE), inserts `n_vectors` random unit vectors with cluster structure through `Upsert`,
+restarts the retriever so that every stored row sits in an indexed segment (Lite keeps the
+newest rows in an unindexed in-memory buffer until it flushes, which it does on close), then
+times `Search` (breadth 10, diversity 0.3, MMR) over gRPC from a client, as a caller sees it.
+
+The selection step alone is compared with a straightforward loop implementation of Citegeist's
+Equation 1 (per pair `np.dot`, similarities computed on the fly) on 60 candidates choosing 30
+(breadth 10: 6*breadth -> 3*breadth) and on 1,000 candidates choosing 60; both must return the
+same picks. `citeweave bench retriever --json` prints the dict `run()` returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from citeweave.retriever.v1 import retriever_pb2 as pb
+from citeweave.retriever.v1 import retriever_pb2_grpc
+from services.common.clients import sync_channel
+from services.common.launcher import ServiceProcess, free_port
+from services.retriever.selection import Aggregation, select
+
+UPSERT_BATCH = 1000
+CENTERS = 2000  # topics the random corpus is clustered around
+WARMUP_QUERIES = 5
+BREADTH, DIVERSITY = 10, 0.3
+STOP_TIMEOUT_S = 1800  # closing Milvus Lite waits for index builds in progress
+
+
+def _log(message: str) -> None:
+    print(f"[retriever-bench] {message}", file=sys.stderr, flush=True)
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def _clustered(rng: np.random.Generator, centers: np.ndarray, n: int, noise: float) -> np.ndarray:
+    picks = rng.integers(0, len(centers), size=n)
+    return _unit(centers[picks] + rng.normal(scale=noise, size=(n, centers.shape[1])))
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+# -- the selection step ------------------------------------------------------------------------
+
+
+def loop_select(sims: list[float], vectors: list[np.ndarray], k: int, w: float,
+                aggregate=max) -> list[int]:
+    """Equation 1 as one would first write it: loops over candidates and picked papers."""
+    selected: list[int] = []
+    remaining = list(range(len(sims)))
+    while remaining and len(selected) < k:
+        best, best_score = None, None
+        for i in remaining:
+            if selected:
+                novelty = 1.0 - aggregate(float(np.dot(vectors[i], vectors[j])) for j in selected)
+            else:
+                novelty = 1.0
+            score = (1.0 - w) * sims[i] + w * novelty
+            if best_score is None or score > best_score:
+                best, best_score = i, score
+        selected.append(best)
+        remaining.remove(best)
+    return selected
+
+
+def _time_best(fn, repeats: int) -> tuple[float, object]:
+    best, result = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def bench_selection(n: int, k: int, dim: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    centers = _unit(rng.normal(size=(max(4, n // 20), dim)))
+    vectors = _clustered(rng, centers, n, noise=0.05)
+    query = _unit(vectors[0] + rng.normal(scale=0.05, size=dim))
+    sims = vectors @ query
+    vec_s, picks = _time_best(lambda: select(sims, vectors, k, DIVERSITY, Aggregation.MAX), 20)
+    rows, sim_list = list(vectors), sims.tolist()
+    loop_s, loop_picks = _time_best(
+        lambda: loop_select(sim_list, rows, k, DIVERSITY), 3 if n <= 100 else 1
+    )
+    return {
+        "candidates": n,
+        "k": k,
+        "vectorized_ms": vec_s * 1000,
+        "loop_ms": loop_s * 1000,
+        "speedup": loop_s / vec_s,
+        "same_picks": [p.index for p in picks] == loop_picks,
+    }
+
+
+# -- the service -------------------------------------------------------------------------------
+
+
+def _start(settings: dict[str, str], log_path: Path, timeout_s: float) -> ServiceProcess:
+    process = ServiceProcess(
+        name="retriever", port=free_port(), settings={**settings, "drain_s": "0"},
+        log_path=log_path,
+    ).start()
+    process.wait_serving(timeout_s)
+    return process
+
+
+def _wait_server_index(uri: str, collection: str, rows: int, timeout_s: float) -> float:
+    """A Milvus server indexes sealed segments in the background; wait until all rows are."""
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=uri)
+    start = time.perf_counter()
+    try:
+        client.flush(collection)
+        while time.perf_counter() - start < timeout_s:
+            info = client.describe_index(collection, index_name="vector")
+            if int(info.get("indexed_rows", 0)) >= rows:
+                break
+            time.sleep(2)
+        return time.perf_counter() - start
+    finally:
+        client.close()
+
+
+def _drop(uri: str, collection: str) -> None:
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=uri)
+    try:
+        client.drop_collection(collection)
+    finally:
+        client.close()
+
+
+def _insert(stub, rng, centers, n: int) -> float:
+    start = time.perf_counter()
+    for offset in range(0, n, UPSERT_BATCH):
+        size = min(UPSERT_BATCH, n - offset)
+        vectors = _clustered(rng, centers, size, noise=0.3)
+        records = [
+            pb.PaperRecord(
+                paper=pb.Paper(
+                    id=f"bench-{offset + i:07d}", title=f"Paper {offset + i}",
+                    abstract="A synthetic abstract of typical length. " * 20,
+                    categories=["cs.CL"], topic=int(offset + i) % 50, date="2024-01-01",
+                    sha256=f"{offset + i:064x}",
+                ),
+                vector=vectors[i],
+            )
+            for i in range(size)
+        ]
+        stub.Upsert(pb.UpsertRequest(records=records), timeout=600)
+        if (offset // UPSERT_BATCH) % 10 == 9:
+            _log(f"inserted {offset + size:,}/{n:,} in {time.perf_counter() - start:.0f}s")
+    return time.perf_counter() - start
+
+
+def _search(stub, rng, centers, queries: int) -> dict:
+    client_ms, server_search_ms, server_selection_ms = [], [], []
+    for q in range(WARMUP_QUERIES + queries):
+        query = _clustered(rng, centers, 1, noise=0.3)[0]
+        start = time.perf_counter()
+        reply = stub.Search(
+            pb.SearchRequest(query_vector=query, breadth=BREADTH, diversity=DIVERSITY), timeout=60
+        )
+        elapsed = (time.perf_counter() - start) * 1000
+        if q >= WARMUP_QUERIES:
+            client_ms.append(elapsed)
+            server_search_ms.append(reply.search_ms)
+            server_selection_ms.append(reply.selection_ms)
+    return {
+        "search_p50_ms": _percentile(client_ms, 50),
+        "search_p95_ms": _percentile(client_ms, 95),
+        "search_mean_ms": statistics.fmean(client_ms),
+        "store_search_p50_ms": _percentile(server_search_ms, 50),
+        "selection_p50_ms": _percentile(server_selection_ms, 50),
+        "longlist_size": len(reply.papers),
+        "candidates_considered": reply.candidates_considered,
+    }
+
+
+def _list_hashes(stub) -> tuple[float, int]:
+    start = time.perf_counter()
+    rows = sum(len(page.entries) for page in stub.ListHashes(pb.ListHashesRequest(), timeout=600))
+    return time.perf_counter() - start, rows
+
+
+def run(n_vectors: int = 100_000, dim: int = 768, queries: int = 200,
+        milvus_uri: str | None = None) -> dict:
+    """The benchmark on a fresh temporary Milvus Lite store, or, with milvus_uri, on a fresh
+    collection of that Milvus server (dropped afterwards)."""
+    rng = np.random.default_rng(42)
+    centers = _unit(rng.normal(size=(CENTERS, dim)))
+    result: dict = {
+        "n_vectors": n_vectors, "dim": dim, "queries": queries, "breadth": BREADTH,
+        "diversity": DIVERSITY, "rule": "mmr",
+        "store": "milvus-server" if milvus_uri else "milvus-lite", "index": "HNSW",
+        "cpu_count": os.cpu_count(), "load_avg_1m_at_start": os.getloadavg()[0],
+    }
+    with tempfile.TemporaryDirectory(prefix="citeweave-retriever-bench-") as tmp:
+        collection = f"bench_{int(time.time())}"
+        settings = {
+            "milvus_uri": milvus_uri or str(Path(tmp) / "bench.db"),
+            "dimension": str(dim),
+            "collection": collection,
+        }
+        log_path = Path(tmp) / "retriever.log"
+        process = _start(settings, log_path, timeout_s=120)
+        try:
+            with sync_channel(process.addr) as channel:
+                stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
+                _log(f"inserting {n_vectors:,} vectors of dimension {dim}")
+                insert_s = _insert(stub, rng, centers, n_vectors)
+            result.update(insert_s=insert_s, insert_rows_per_s=n_vectors / insert_s)
+            start = time.perf_counter()
+            process.stop(timeout_s=STOP_TIMEOUT_S)
+            result["stop_s"] = time.perf_counter() - start
+            if milvus_uri:
+                _log("waiting for the server to index every row")
+                result["index_wait_s"] = _wait_server_index(
+                    milvus_uri, collection, n_vectors, STOP_TIMEOUT_S
+                )
+            _log("restarting so every row is in an indexed segment")
+            start = time.perf_counter()
+            process = _start(settings, log_path, timeout_s=STOP_TIMEOUT_S)
+            result["restart_to_serving_s"] = time.perf_counter() - start
+            with sync_channel(process.addr) as channel:
+                stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
+                stats = stub.Stats(pb.StatsRequest())
+                result.update(paper_count=stats.paper_count, index_type=stats.index_type)
+                _log(f"searching {queries} times")
+                result.update(_search(stub, rng, centers, queries))
+                result["list_hashes_s"], result["list_hashes_rows"] = _list_hashes(stub)
+        except Exception:
+            _log(f"retriever log tail:\n{process.log_tail(40)}")
+            raise
+        finally:
+            process.stop(timeout_s=STOP_TIMEOUT_S)
+            if milvus_uri:
+                _drop(milvus_uri, collection)
+    _log("timing the selection step")
+    small = bench_selection(60, 30, dim)
+    large = bench_selection(1000, 60, dim, seed=1)
+    result.update(
+        selection_60=small,
+        selection_1000=large,
+        selection_speedup_60=small["speedup"],
+        selection_speedup_1000=large["speedup"],
+        selection_same_picks=small["same_picks"] and large["same_picks"],
+        targets={
+            "search_p50_ms_below_100": result["search_p50_ms"] < 100,
+            "selection_speedup_1000_at_least_20": large["speedup"] >= 20,
+        },
+    )
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-vectors", type=int, default=100_000)
+    parser.add_argument("--dim", type=int, default=768)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--milvus-uri", default=None, help="http://host:19530 to bench a server")
+    args = parser.parse_args()
+    print(json.dumps(run(args.n_vectors, args.dim, args.queries, args.milvus_uri)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Retriever settings, from `CITEWEAVE_RETRIEVER_*` environment variables."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, field_validator
+from pydantic_settings import SettingsConfigDict
+
+from services.common.settings import ServiceSettings
+
+_SERVER_URI = re.compile(r"^(https?|tcp)://", re.IGNORECASE)
+_HOST_PORT = re.compile(r"^[^\s:/]+:\d{1,5}$")
+
+
+def is_server_uri(uri: str) -> bool:
+    return bool(_SERVER_URI.match(uri))
+
+
+class RetrieverSettings(ServiceSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="CITEWEAVE_RETRIEVER_", extra="forbid", validate_default=True
+    )
+
+    port: int = Field(50052, ge=0, le=65535, description="gRPC port; 0 picks a free one.")
+    milvus_uri: str = Field(
+        "var/store/citeweave.db",
+        description=(
+            "Vector store. A path ending in .db is a Milvus Lite directory opened in-process "
+            "(only one process may open it); http://host:19530 is a Milvus server."
+        ),
+    )
+    milvus_token: str | None = Field(
+        None, description="Milvus server token ('user:password' or an API key); unused for Lite."
+    )
+    collection: str = Field(
+        "papers", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,254}$", description="Collection name."
+    )
+    dimension: int = Field(
+        768,
+        ge=2,
+        le=32768,
+        description=(
+            "Vector dimension used to create the collection and check requests when "
+            "embedder_addr is not set; with embedder_addr the embedder's model decides."
+        ),
+    )
+    embedder_addr: str | None = Field(
+        None,
+        description=(
+            "Embedder host:port. When set, warm-up waits for it and takes the dimension from "
+            "its GetModelInfo, so the collection always matches the model."
+        ),
+    )
+    embedder_wait_s: float = Field(
+        600.0, gt=0, description="How long warm-up waits for the embedder to report SERVING."
+    )
+    hnsw_m: int = Field(16, ge=2, le=2048, description="HNSW M (graph degree) for a new index.")
+    hnsw_ef_construction: int = Field(
+        200, ge=8, le=4096, description="HNSW efConstruction for a new index."
+    )
+    search_ef: int = Field(
+        128,
+        ge=1,
+        le=32768,
+        description="HNSW ef at query time; raised to the number of candidates when smaller.",
+    )
+
+    @field_validator("milvus_uri")
+    @classmethod
+    def _uri(cls, value: str) -> str:
+        if is_server_uri(value):
+            return value
+        if not value.endswith(".db"):
+            raise ValueError(
+                "a Milvus Lite store is a path ending in .db (e.g. var/store/citeweave.db); "
+                "a Milvus server is http://host:19530"
+            )
+        return value
+
+    @field_validator("embedder_addr")
+    @classmethod
+    def _addr(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if not _HOST_PORT.match(value):
+            raise ValueError(f"embedder_addr must be host:port, got {value!r}")
+        return value
