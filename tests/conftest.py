@@ -41,8 +41,10 @@ def session_tmp(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def minilm_embedder(session_tmp) -> Iterator[ServiceProcess]:
-    """One MiniLM embedder process for every test that is not about the model itself."""
-    with running_service(
-        "embedder", session_tmp, {"model": "all-MiniLM-L6-v2", "cache_dir": str(session_tmp / "cache")}
-    ) as service:
+    """One MiniLM embedder process for every test that is not about the model itself.
+
+    Its ONNX export lives in the default cache (CITEWEAVE_CACHE_DIR or ~/.cache/citeweave), which
+    `make install` pre-builds; without it the first start exports once (~15 s) for the session.
+    """
+    with running_service("embedder", session_tmp, {"model": "all-MiniLM-L6-v2"}) as service:
         yield service

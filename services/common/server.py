@@ -11,12 +11,13 @@ import asyncio
 import logging
 import signal
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
+from pydantic import ValidationError
 
 from services.common.interceptor import ErrorInterceptor
 from services.common.logs import configure_logging
@@ -128,6 +129,25 @@ async def serve(settings: ServiceSettings, app: ServiceApp) -> None:
     built = start_task.result()
     await stop_task
     await shutdown(built, app, settings)
+
+
+SettingsT = TypeVar("SettingsT", bound=ServiceSettings)
+
+
+def load_settings(settings_cls: type[SettingsT], service: str) -> SettingsT:
+    """Reads the service's settings from the environment. A bad value ends the process with
+    exit code 2 and one log line per problem, naming the variable, the value and the rule."""
+    try:
+        return settings_cls()
+    except ValidationError as exc:
+        configure_logging(service)
+        prefix = settings_cls.model_config.get("env_prefix", "")
+        for error in exc.errors(include_url=False):
+            field = "_".join(str(part) for part in error["loc"])
+            # Cross-field rules (model validators) have no location; their message names fields.
+            where = f"{prefix}{field.upper()}={error['input']!r}: " if field else ""
+            log.error(f"invalid setting: {where}{error['msg']}", extra={"setting": field})
+        raise SystemExit(2) from None
 
 
 def run(settings: ServiceSettings, app: ServiceApp) -> None:

