@@ -9,6 +9,9 @@ TORCH_PIN := $(shell grep -o '"torch==[^"]*"' pyproject.toml | tr -d '"')
 
 install: $(VENV)/.installed
 	@$(PY) -m services.embedder.models install
+	@# The ONNX exports are cached under ~/.cache/citeweave/onnx; both calls return at once when done.
+	@$(PY) -m services.embedder.models export --model all-mpnet-base-v2
+	@$(PY) -m services.embedder.models export --model all-MiniLM-L6-v2
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(BOOTSTRAP_PYTHON) -m venv $(VENV)

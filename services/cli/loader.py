@@ -69,9 +69,12 @@ def load(
     retriever_addr: str,
     limit: int = 0,
     batch_size: int = 128,
+    prebuilt_only: bool = False,
     on_batch: Callable[[int, int], None] = lambda done, embedded: None,
 ) -> dict[str, int]:
-    """Loads `source` into the store; returns counts. on_batch(done, embedded) reports progress."""
+    """Loads `source` into the store; returns counts. on_batch(done, embedded) reports progress.
+
+    prebuilt_only skips papers that have no prebuilt embedding instead of embedding them now."""
     with sync_channel(embedder_addr) as emb_channel, sync_channel(retriever_addr) as ret_channel:
         embedder = embedder_pb2_grpc.EmbedderServiceStub(emb_channel)
         retriever = retriever_pb2_grpc.RetrieverServiceStub(ret_channel)
@@ -80,6 +83,8 @@ def load(
         rows = (row_from_arxiv(r) for r in read_jsonl(source))
         if limit:
             rows = islice(rows, limit)
+        if prebuilt_only:
+            rows = (row for row in rows if row.id in prebuilt)
         done = embedded = 0
         for batch in batched(rows, batch_size):
             missing = [row for row in batch if row.id not in prebuilt]

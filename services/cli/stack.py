@@ -6,7 +6,7 @@ import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.common.launcher import ServiceProcess
+from services.common.launcher import ServiceProcess, free_port
 
 # Start order: a service's peers come before it.
 SERVICE_ORDER = ("embedder", "retriever")
@@ -16,10 +16,14 @@ SETTINGS_CLASSES = {
 }
 
 
-def default_port(name: str) -> int:
+def settings_class(name: str) -> type:
     module, _, class_name = SETTINGS_CLASSES[name].rpartition(".")
-    settings_class = getattr(importlib.import_module(module), class_name)
-    return settings_class.model_fields["port"].default
+    return getattr(importlib.import_module(module), class_name)
+
+
+def configured_port(name: str) -> int:
+    """The port from CITEWEAVE_<SVC>_PORT or the service's default; a bad value fails here."""
+    return settings_class(name)().port or free_port()
 
 
 @dataclass
@@ -29,8 +33,13 @@ class LocalStack:
     settings: dict[str, dict[str, str]] = field(default_factory=dict)
     processes: list[ServiceProcess] = field(default_factory=list)
 
+    def port(self, name: str) -> int:
+        if name not in self.ports:
+            self.ports[name] = configured_port(name)
+        return self.ports[name]
+
     def addr(self, name: str) -> str:
-        return f"127.0.0.1:{self.ports.get(name) or default_port(name)}"
+        return f"127.0.0.1:{self.port(name)}"
 
     def _settings_for(self, name: str) -> dict[str, str]:
         wired = {"retriever": {"embedder_addr": self.addr("embedder")}}.get(name, {})
@@ -41,7 +50,7 @@ class LocalStack:
             for name in SERVICE_ORDER:
                 service = ServiceProcess(
                     name=name,
-                    port=self.ports.get(name) or default_port(name),
+                    port=self.port(name),
                     settings=self._settings_for(name),
                     log_path=self.log_dir / f"{name}.log",
                 )

@@ -7,7 +7,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class ServiceSettings(BaseSettings):
-    """Base for `CITEWEAVE_<SVC>_*` settings. Unknown keys are rejected at start-up."""
+    """Base for `CITEWEAVE_<SVC>_*` settings. Malformed values stop the service at start-up."""
 
     model_config = SettingsConfigDict(extra="forbid", validate_default=True)
 

@@ -1,0 +1,91 @@
+"""`citeweave up` starts every service as its own process; `citeweave search` goes through them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from services.common.corpus import read_jsonl
+from services.common.launcher import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "data" / "demo" / "sample-10k.jsonl.gz"
+CLI = [sys.executable, "-m", "services.cli.main"]
+
+
+@pytest.fixture(scope="module")
+def stack_env(tmp_path_factory) -> dict[str, str]:
+    tmp = tmp_path_factory.mktemp("stack")
+    embedder_port, retriever_port = free_port(), free_port()
+    return {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "CITEWEAVE_EMBEDDER_PORT": str(embedder_port),
+        "CITEWEAVE_EMBEDDER_MODEL": "all-MiniLM-L6-v2",
+        "CITEWEAVE_RETRIEVER_PORT": str(retriever_port),
+        "CITEWEAVE_RETRIEVER_MILVUS_URI": str(tmp / "store.db"),
+        "CITEWEAVE_EMBEDDER_ADDR": f"127.0.0.1:{embedder_port}",
+        "CITEWEAVE_RETRIEVER_ADDR": f"127.0.0.1:{retriever_port}",
+        "LOG_DIR": str(tmp / "logs"),
+    }
+
+
+@pytest.fixture(scope="module")
+def stack(stack_env):
+    up = subprocess.Popen(
+        [*CLI, "up", "--log-dir", stack_env["LOG_DIR"], "--timeout-s", "300"],
+        env=stack_env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    line = up.stdout.readline()
+    if line.strip() != "ready":
+        up.kill()
+        pytest.fail(f"citeweave up did not become ready: {line!r} {up.stderr.read()}")
+    yield up
+    if up.poll() is None:
+        up.send_signal(signal.SIGTERM)
+        up.wait(60)
+
+
+def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_up_load_search_and_stop(stack, stack_env, tmp_path) -> None:
+    loaded = run_cli(["load", str(DEMO), "--limit", "300"], stack_env)
+    assert loaded.returncode == 0, loaded.stderr
+    assert "loaded 300 papers" in loaded.stderr
+
+    corpus = {r["id"]: r["title"] for _, r in zip(range(300), read_jsonl(DEMO))}
+    abstract = tmp_path / "abstract.txt"
+    abstract.write_text(next(iter(read_jsonl(DEMO)))["abstract"])
+    found = run_cli(["search", "--abstract-file", str(abstract), "--breadth", "5", "--json"], stack_env)
+    assert found.returncode == 0, found.stderr
+    result = json.loads(found.stdout)
+    longlist = result["longlist"]
+    assert len(longlist) == 15
+    assert all(p["id"] in corpus and p["title"] == " ".join(corpus[p["id"]].split()) for p in longlist)
+    # The paper whose own abstract is the query comes first.
+    assert longlist[0]["id"] == next(iter(corpus))
+    scores = [p["score"] for p in longlist]
+    assert scores == sorted(scores, reverse=True), "at diversity 0 the longlist is plain top-k"
+
+    bad = run_cli(["search", "--abstract-file", str(abstract), "--breadth", "30"], stack_env)
+    assert bad.returncode == 1
+    assert "INVALID_ARGUMENT" in bad.stderr and "breadth" in bad.stderr and "20" in bad.stderr
+
+    stack.send_signal(signal.SIGTERM)
+    assert stack.wait(60) == 0
+    down = run_cli(["search", "--abstract-file", str(abstract)], stack_env)
+    assert down.returncode == 1 and "citeweave up" in down.stderr
+
+
+def test_search_reports_a_missing_file(stack_env, tmp_path) -> None:
+    result = run_cli(["search", "--abstract-file", str(tmp_path / "nope.txt")], stack_env)
+    assert result.returncode == 1
+    assert "does not exist" in result.stderr
