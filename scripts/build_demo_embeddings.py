@@ -1,7 +1,9 @@
 """Builds data/demo/embeddings-all-mpnet-base-v2.npz, the demo corpus's prebuilt embeddings.
 
-Computed with plain sentence-transformers (the reference the embedder service is checked
-against), so the demo needs no hour of CPU embedding on a fresh machine.
+`--partial` writes only the chunks finished so far (the loader embeds the rest live).
+
+Uses the embedder's own ONNX backend (the path the service runs on CPU), so the vectors are the
+ones the service would return, and `make demo` needs no half hour of CPU embedding.
 """
 
 from __future__ import annotations
@@ -12,32 +14,55 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from sentence_transformers import SentenceTransformer  # noqa: E402
-
 from services.common.corpus import embedding_text, read_jsonl, row_from_arxiv  # noqa: E402
-from services.embedder.models import MPNET, model_path  # noqa: E402
+from services.embedder.backends import load_backend  # noqa: E402
+from services.embedder.models import MPNET  # noqa: E402
+from services.embedder.settings import EmbedderSettings  # noqa: E402
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
+BATCH = 16
+# Finished chunks are kept here, so an interrupted build resumes instead of starting over.
+PARTS = Path(os.environ.get("CITEWEAVE_CACHE_DIR", Path.home() / ".cache" / "citeweave")) / "demo-embedding-parts"
+CHUNK = 64 * BATCH
 
 
 def main() -> int:
+    partial = "--partial" in sys.argv[1:]
     rows = [row_from_arxiv(r) for r in read_jsonl(DEMO / "sample-10k.jsonl.gz")]
-    model = SentenceTransformer(str(model_path(MPNET)), device="cpu")
-    texts = [embedding_text(r.title, r.abstract) for r in rows]
+    backend = load_backend(EmbedderSettings(model=MPNET, backend="onnx"))
+    tokens = backend.tokenizer.encode([embedding_text(r.title, r.abstract) for r in rows])
+    # Batches of similar length waste little compute on padding.
+    order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))
+    vectors = np.zeros((len(rows), backend.spec.dimension), dtype=np.float32)
+    PARTS.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    vectors = model.encode(
-        texts, batch_size=32, normalize_embeddings=True, show_progress_bar=True,
-        convert_to_numpy=True,
-    )
-    print(f"{len(texts)} texts in {time.monotonic() - start:.0f}s", file=sys.stderr)
+    for first in tqdm(range(0, len(order), CHUNK), unit="chunk"):
+        chunk = order[first : first + CHUNK]
+        part = PARTS / f"{MPNET}-{len(rows)}-{first:06d}.npy"
+        if partial and not part.exists():
+            # Keep only finished chunks; the loader embeds the other papers live.
+            order = order[:first]
+            break
+        if not part.exists():
+            embedded = np.concatenate(
+                [backend.embed([tokens[i] for i in chunk[o : o + BATCH]])
+                 for o in range(0, len(chunk), BATCH)]
+            )
+            np.save(part.with_suffix(".tmp.npy"), embedded)
+            part.with_suffix(".tmp.npy").rename(part)
+        vectors[chunk] = np.load(part)
+    print(f"{len(order)} texts ready in {time.monotonic() - start:.0f}s", file=sys.stderr)
+    keep = sorted(order)
     np.savez(
         DEMO / f"embeddings-{MPNET}.npz",
-        ids=np.array([r.id for r in rows]),
-        vectors=vectors.astype(np.float16),
+        ids=np.array([rows[i].id for i in keep]),
+        vectors=vectors[keep].astype(np.float16),
     )
+    print(f"wrote {len(keep)} of {len(rows)} embeddings", file=sys.stderr)
     return 0
 
 
