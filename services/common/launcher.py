@@ -85,8 +85,11 @@ class ServiceProcess:
             f"{self.log_tail()}"
         )
 
-    def stop(self, timeout_s: float = 20.0) -> int | None:
-        """SIGTERM (graceful drain), then SIGKILL of the whole process group if it lingers."""
+    def stop(self, timeout_s: float = 90.0) -> int | None:
+        """SIGTERM (graceful drain), then SIGKILL of the whole process group if it lingers.
+
+        The default is generous because Milvus Lite's close waits for an index build in progress
+        (32 s measured at 100k vectors); a kill then costs a replay of its log on the next start."""
         if self.process is None:
             return None
         if self.process.poll() is None:
