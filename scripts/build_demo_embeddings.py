@@ -1,6 +1,8 @@
-"""Builds data/demo/embeddings-all-mpnet-base-v2.npz, the demo corpus's prebuilt embeddings.
+"""Builds data/demo/embeddings-all-mpnet-base-v2.npz, the demo corpus's embedding snapshot.
 
-`--partial` writes only the chunks finished so far (the loader embeds the rest live).
+The format is the one `citeweave sync --snapshot` reads (services/sync/snapshot.py): ids, the
+sha256 of each record as sync computes it, fp16 vectors, the model name. `--partial` writes only
+the chunks finished so far (sync embeds the rest live).
 
 Uses the embedder's own ONNX backend (the path the service runs on CPU), so the vectors are the
 ones the service would return, and `make demo` needs no half hour of CPU embedding.
@@ -18,7 +20,9 @@ from tqdm import tqdm
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from services.common.corpus import embedding_text, read_jsonl, row_from_arxiv  # noqa: E402
+from services.common.corpus import (  # noqa: E402
+    embedding_text, read_jsonl, row_from_arxiv, row_sha256,
+)
 from services.embedder.backends import load_backend  # noqa: E402
 from services.embedder.models import MPNET  # noqa: E402
 from services.embedder.settings import EmbedderSettings  # noqa: E402
@@ -44,7 +48,7 @@ def main() -> int:
         chunk = order[first : first + CHUNK]
         part = PARTS / f"{MPNET}-{len(rows)}-{first:06d}.npy"
         if partial and not part.exists():
-            # Keep only finished chunks; the loader embeds the other papers live.
+            # Keep only finished chunks; sync embeds the other papers live.
             order = order[:first]
             break
         if not part.exists():
@@ -60,7 +64,9 @@ def main() -> int:
     np.savez(
         DEMO / f"embeddings-{MPNET}.npz",
         ids=np.array([rows[i].id for i in keep]),
+        sha256=np.array([row_sha256(rows[i]) for i in keep]),
         vectors=vectors[keep].astype(np.float16),
+        model=np.array(MPNET),
     )
     print(f"wrote {len(keep)} of {len(rows)} embeddings", file=sys.stderr)
     return 0

@@ -1,4 +1,5 @@
-"""`citeweave up` starts every service as its own process; `citeweave search` goes through them."""
+"""`citeweave up` starts every service as its own process; `citeweave sync` and `citeweave search`
+go through them."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ CLI = [sys.executable, "-m", "services.cli.main"]
 @pytest.fixture(scope="module")
 def stack_env(tmp_path_factory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("stack")
-    embedder_port, retriever_port = free_port(), free_port()
+    embedder_port, retriever_port, sync_port = free_port(), free_port(), free_port()
     return {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -32,6 +33,10 @@ def stack_env(tmp_path_factory) -> dict[str, str]:
         "CITEWEAVE_RETRIEVER_MILVUS_URI": str(tmp / "store.db"),
         "CITEWEAVE_EMBEDDER_ADDR": f"127.0.0.1:{embedder_port}",
         "CITEWEAVE_RETRIEVER_ADDR": f"127.0.0.1:{retriever_port}",
+        "CITEWEAVE_SYNC_PORT": str(sync_port),
+        "CITEWEAVE_SYNC_ADDR": f"127.0.0.1:{sync_port}",
+        "CITEWEAVE_SYNC_STATE_DIR": str(tmp / "sync-state"),
+        "CITEWEAVE_SYNC_TOPIC_MODEL_DIR": str(tmp / "topics"),
         "LOG_DIR": str(tmp / "logs"),
     }
 
@@ -56,12 +61,16 @@ def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
     return subprocess.run([*CLI, *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
-def test_up_load_search_and_stop(stack, stack_env, tmp_path) -> None:
-    loaded = run_cli(["load", str(DEMO), "--limit", "300"], stack_env)
-    assert loaded.returncode == 0, loaded.stderr
-    assert "loaded 300 papers" in loaded.stderr
+def test_up_sync_search_and_stop(stack, stack_env, tmp_path) -> None:
+    synced = run_cli(["sync", str(DEMO), "--limit", "60", "--json"], stack_env)
+    assert synced.returncode == 0, synced.stderr
+    summary = json.loads(synced.stdout)
+    assert summary["counts"]["new"] == summary["counts"]["upserted"] == 60
+    assert "missing ids are not computed for a run with a limit" not in synced.stdout
+    again = run_cli(["sync", str(DEMO), "--limit", "60"], stack_env)
+    assert again.returncode == 0 and "unchanged" in again.stderr and "│ 60" in again.stderr
 
-    corpus = {r["id"]: r["title"] for _, r in zip(range(300), read_jsonl(DEMO))}
+    corpus = {r["id"]: r["title"] for _, r in zip(range(60), read_jsonl(DEMO))}
     abstract = tmp_path / "abstract.txt"
     abstract.write_text(next(iter(read_jsonl(DEMO)))["abstract"])
     found = run_cli(["search", "--abstract-file", str(abstract), "--breadth", "5", "--json"], stack_env)
@@ -79,13 +88,19 @@ def test_up_load_search_and_stop(stack, stack_env, tmp_path) -> None:
     assert bad.returncode == 1
     assert "INVALID_ARGUMENT" in bad.stderr and "breadth" in bad.stderr and "20" in bad.stderr
 
+    no_topics = run_cli(["topics", "list"], stack_env)
+    assert no_topics.returncode == 1
+    assert "FAILED_PRECONDITION" in no_topics.stderr and "citeweave topics fit" in no_topics.stderr
+
     stack.send_signal(signal.SIGTERM)
     assert stack.wait(60) == 0
     down = run_cli(["search", "--abstract-file", str(abstract)], stack_env)
     assert down.returncode == 1 and "citeweave up" in down.stderr
 
 
-def test_search_reports_a_missing_file(stack_env, tmp_path) -> None:
-    result = run_cli(["search", "--abstract-file", str(tmp_path / "nope.txt")], stack_env)
-    assert result.returncode == 1
-    assert "does not exist" in result.stderr
+def test_search_and_sync_report_a_missing_file(stack_env, tmp_path) -> None:
+    for args in (["search", "--abstract-file", str(tmp_path / "nope.txt")],
+                 ["sync", str(tmp_path / "nope.jsonl")]):
+        result = run_cli(args, stack_env)
+        assert result.returncode == 1
+        assert "does not exist" in result.stderr

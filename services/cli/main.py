@@ -1,4 +1,4 @@
-"""`citeweave` command line: run the local stack, load a corpus, search, benchmark."""
+"""`citeweave` command line: run the local stack, sync a corpus, topics, search, benchmark."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import grpc
 import typer
@@ -17,13 +17,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
-from services.cli.loader import DEMO_CORPUS, REPO, load
+from citeweave.sync.v1 import sync_pb2
+from services.cli import sync as sync_client
 from services.cli.search import search_longlist
 from services.cli.stack import LocalStack
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
-console = Console(stderr=True)
+topics_app = typer.Typer(no_args_is_help=True, help="BERTopic topics of the stored papers.")
+app.add_typer(topics_app, name="topics")
+# soft_wrap: an error message stays one line a person (or grep) can read whole.
+console = Console(stderr=True, soft_wrap=True)
+REPO = Path(__file__).resolve().parents[2]
+DEMO_CORPUS = REPO / "data" / "demo" / "sample-10k.jsonl.gz"
 DEFAULT_LOG_DIR = REPO / "var" / "logs"
 SAMPLE_ABSTRACT = REPO / "data" / "demo" / "sample-abstract.txt"
 
@@ -33,6 +39,7 @@ EmbedderAddr = Annotated[
 RetrieverAddr = Annotated[
     str, typer.Option(envvar="CITEWEAVE_RETRIEVER_ADDR", help="Retriever host:port.")
 ]
+SyncAddr = Annotated[str, typer.Option(envvar="CITEWEAVE_SYNC_ADDR", help="Sync service host:port.")]
 
 
 def _fail(message: str) -> None:
@@ -80,32 +87,89 @@ def up(
     stack.stop()
 
 
-@app.command("load")
+@app.command("sync")
 @_rpc_errors
-def load_command(
-    source: Annotated[Path, typer.Argument(help="arXiv metadata JSON lines (.jsonl or .jsonl.gz).")] = DEMO_CORPUS,
-    limit: Annotated[int, typer.Option(help="Load at most this many records; 0 = all.")] = 0,
-    batch_size: Annotated[int, typer.Option(min=1, max=1024)] = 128,
-    prebuilt_only: Annotated[bool, typer.Option(help="Skip papers without a prebuilt embedding.")] = False,
-    embedder_addr: EmbedderAddr = "127.0.0.1:50051",
-    retriever_addr: RetrieverAddr = "127.0.0.1:50052",
+def sync_command(
+    source: Annotated[Path, typer.Argument(
+        help="Kaggle arXiv snapshot or generic JSON lines (.jsonl or .jsonl.gz).")] = DEMO_CORPUS,
+    snapshot: Annotated[bool, typer.Option(
+        "--snapshot", help="Take vectors from the embeddings-*.npz snapshot beside SOURCE "
+        "where id and hash match; embed the rest.")] = False,
+    snapshot_file: Annotated[Optional[Path], typer.Option(help="An explicit snapshot .npz.")] = None,
+    source_format: Annotated[str, typer.Option("--format", help="auto, arxiv or jsonl.")] = "auto",
+    delete_missing: Annotated[bool, typer.Option(
+        help="Delete stored papers whose id is not in SOURCE (a full snapshot).")] = False,
+    dry_run: Annotated[bool, typer.Option(help="Report the diff, write nothing.")] = False,
+    batch_size: Annotated[int, typer.Option(min=0, max=4096, help="0 = the service's default.")] = 0,
+    limit: Annotated[int, typer.Option(min=0, help="Stop after this many records; 0 = all.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    sync_addr: SyncAddr = "127.0.0.1:50055",
 ) -> None:
-    """Fill the store from an arXiv metadata file (interim loader until `citeweave sync`)."""
+    """Bring the store in step with SOURCE: embed new and changed records, skip unchanged ones."""
+    if source_format not in sync_client.FORMATS:
+        _fail(f"--format must be one of {', '.join(sync_client.FORMATS)}, got {source_format!r}")
+    source = source.resolve()
     if not source.exists():
         _fail(f"{source} does not exist")
-    with Progress(
-        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=console,
-    ) as progress:
-        task = progress.add_task("loading", total=limit or None)
-        counts = load(
-            source, embedder_addr, retriever_addr, limit=limit, batch_size=batch_size,
-            prebuilt_only=prebuilt_only, on_batch=lambda done, embedded: progress.update(task, completed=done),
-        )
-    console.print(
-        f"loaded {counts['loaded']} papers ({counts['prebuilt']} with prebuilt embeddings, "
-        f"{counts['embedded']} embedded now)"
+    if snapshot and snapshot_file is None:
+        try:
+            snapshot_file = sync_client.snapshot_beside(source)
+        except FileNotFoundError as exc:
+            _fail(str(exc))
+    request = sync_pb2.SyncRequest(
+        source_path=str(source),
+        format=sync_client.FORMATS[source_format],
+        options=sync_pb2.SyncOptions(
+            delete_missing=delete_missing, dry_run=dry_run, batch_size=batch_size, limit=limit,
+            snapshot_path=str(snapshot_file.resolve()) if snapshot_file else "",
+        ),
     )
+    summary, failures = sync_client.run_sync(sync_addr, request, console)
+    if as_json:
+        print(json.dumps(sync_client.summary_dict(summary, failures), indent=2))
+    else:
+        sync_client.print_summary(summary, failures, console)
+
+
+@topics_app.command("fit")
+@_rpc_errors
+def topics_fit(
+    min_topic_size: Annotated[int, typer.Option(min=0, help="0 = the default.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    sync_addr: SyncAddr = "127.0.0.1:50055",
+) -> None:
+    """Fit BERTopic on the stored embeddings, save it, and write every paper's topic."""
+    with Progress("[progress.description]{task.description}", BarColumn(), TimeElapsedColumn(),
+                  console=console) as progress:
+        task = progress.add_task("fitting topics", total=100)
+        result = sync_client.fit_topics(
+            sync_addr, min_topic_size,
+            lambda stage, pct: progress.update(task, description=stage, completed=pct),
+        )
+    if as_json:
+        print(json.dumps({"papers_assigned": result.papers_assigned,
+                          "topics": [_topic_dict(t) for t in result.topics]}, indent=2))
+        return
+    Console().print(sync_client.topics_table(list(result.topics)))
+    console.print(f"topics written to {result.papers_assigned:,} papers")
+
+
+def _topic_dict(topic) -> dict:
+    return {"id": topic.id, "size": topic.size, "top_words": list(topic.top_words)}
+
+
+@topics_app.command("list")
+@_rpc_errors
+def topics_list(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    sync_addr: SyncAddr = "127.0.0.1:50055",
+) -> None:
+    """Show the fitted topics with their top words and sizes."""
+    topics = sync_client.list_topics(sync_addr)
+    if as_json:
+        print(json.dumps([_topic_dict(t) for t in topics], indent=2))
+    else:
+        Console().print(sync_client.topics_table(topics))
 
 
 def _print_longlist(reply, as_json: bool) -> None:
@@ -141,6 +205,7 @@ def search(
     diversity: Annotated[float, typer.Option(help="0..1; 0 is plain similarity.")] = 0.0,
     rule: Annotated[str, typer.Option(help="mmr (default) or citegeist-min.")] = "mmr",
     category: Annotated[list[str], typer.Option(help="Only papers in this arXiv category.")] = [],
+    topic: Annotated[list[int], typer.Option(help="Only papers in this topic (see `topics list`).")] = [],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     embedder_addr: EmbedderAddr = "127.0.0.1:50051",
     retriever_addr: RetrieverAddr = "127.0.0.1:50052",
@@ -151,7 +216,9 @@ def search(
     text = abstract_file.read_text().strip()
     if not text:
         _fail(f"{abstract_file} is empty")
-    reply = search_longlist(text, embedder_addr, retriever_addr, breadth, diversity, rule, category)
+    reply = search_longlist(
+        text, embedder_addr, retriever_addr, breadth, diversity, rule, category, topic
+    )
     _print_longlist(reply, as_json)
 
 
@@ -161,17 +228,24 @@ def demo(
     abstract_file: Annotated[Path, typer.Option(help="Abstract to search with.")] = SAMPLE_ABSTRACT,
     log_dir: Annotated[Path, typer.Option(help="Where each service writes its log.")] = DEFAULT_LOG_DIR,
 ) -> None:
-    """Start the stack, load the demo corpus, print the longlist for the sample abstract, stop."""
+    """Start the stack, sync the demo corpus, print the longlist for the sample abstract, stop."""
     stack = LocalStack(log_dir=log_dir)
     try:
         stack.start(log=console.print)
-        # Embedding on this CPU runs at ~2.6 abstracts/s, so the demo loads only the papers
-        # whose embeddings ship prebuilt in data/demo.
-        load_command(DEMO_CORPUS, 0, 256, True, stack.addr("embedder"), stack.addr("retriever"))
+        # Embedding on this CPU runs at ~2.6 abstracts/s, so the demo takes its vectors from the
+        # prebuilt snapshot in data/demo; a record that differs from it is embedded for real.
+        request = sync_pb2.SyncRequest(
+            source_path=str(DEMO_CORPUS),
+            options=sync_pb2.SyncOptions(
+                snapshot_path=str(sync_client.snapshot_beside(DEMO_CORPUS))
+            ),
+        )
+        summary, failures = sync_client.run_sync(stack.addr("sync"), request, console)
+        sync_client.print_summary(summary, failures, console)
         console.print(f"\n[bold]Abstract[/bold] ({abstract_file}):\n{abstract_file.read_text().strip()}\n")
         reply = search_longlist(
             abstract_file.read_text().strip(), stack.addr("embedder"), stack.addr("retriever"),
-            10, 0.0, "mmr", [],
+            10, 0.0, "mmr", [], [],
         )
         _print_longlist(reply, as_json=False)
     except (TimeoutError, RuntimeError) as exc:
@@ -182,7 +256,7 @@ def demo(
 
 @app.command()
 def bench(
-    name: Annotated[str, typer.Argument(help="embedder or retriever.")],
+    name: Annotated[str, typer.Argument(help="embedder, retriever or sync.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run a benchmark against its baseline in one run and print the ratio."""
@@ -190,8 +264,10 @@ def bench(
         from bench.embedder_bench import run
     elif name == "retriever":
         from bench.retriever_bench import run
+    elif name == "sync":
+        from bench.sync_bench import run
     else:
-        _fail(f"unknown benchmark {name!r}; choose embedder or retriever")
+        _fail(f"unknown benchmark {name!r}; choose embedder, retriever or sync")
     result = run()
     if as_json:
         print(json.dumps(result))

@@ -20,6 +20,7 @@ def search_longlist(
     diversity: float,
     rule: str,
     categories: list[str],
+    topics: list[int] = (),
 ) -> retriever_pb2.SearchResponse:
     if rule not in RULES:
         raise ValueError(f"unknown rule {rule!r}; choose {', '.join(RULES)}")
@@ -33,7 +34,7 @@ def search_longlist(
                 breadth=breadth,
                 diversity=diversity,
                 rule=RULES[rule],
-                filter=retriever_pb2.SearchFilter(categories=categories),
+                filter=retriever_pb2.SearchFilter(categories=categories, topics=topics),
             ),
             timeout=60,
         )

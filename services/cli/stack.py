@@ -9,10 +9,11 @@ from pathlib import Path
 from services.common.launcher import ServiceProcess, free_port
 
 # Start order: a service's peers come before it.
-SERVICE_ORDER = ("embedder", "retriever")
+SERVICE_ORDER = ("embedder", "retriever", "sync")
 SETTINGS_CLASSES = {
     "embedder": "services.embedder.settings.EmbedderSettings",
     "retriever": "services.retriever.settings.RetrieverSettings",
+    "sync": "services.sync.settings.SyncSettings",
 }
 
 
@@ -42,7 +43,10 @@ class LocalStack:
         return f"127.0.0.1:{self.port(name)}"
 
     def _settings_for(self, name: str) -> dict[str, str]:
-        wired = {"retriever": {"embedder_addr": self.addr("embedder")}}.get(name, {})
+        wired = {
+            "retriever": {"embedder_addr": self.addr("embedder")},
+            "sync": {"embedder_addrs": self.addr("embedder"), "retriever_addr": self.addr("retriever")},
+        }.get(name, {})
         return {**wired, **self.settings.get(name, {})}
 
     def start(self, timeout_s: float = 600, log=print) -> None:

@@ -1,4 +1,9 @@
-"""Corpus records: parsing arXiv metadata lines and the text that gets embedded for a paper."""
+"""Corpus records: parsing source records into stored rows, their hash, the text that is embedded.
+
+Two source formats: the Kaggle `arxiv-metadata-oai-snapshot` JSON lines, and a generic JSON-lines
+corpus (`id`, `title`, `abstract`, optional `authors`, `year`, `url`, `date`, `categories`) for
+bring-your-own corpora with DOIs or any other ids.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +16,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 _ARXIV_NEW = re.compile(r"^\d{4}\.\d{4,5}(v\d+)?$")
 _ARXIV_OLD = re.compile(r"^[a-z\-]+(\.[A-Z]{2})?/\d{7}(v\d+)?$")
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_AUTHOR_SPLIT = re.compile(r",\s*|\s+and\s+")
+
+# Limits of the store's schema (services/retriever/records.py) that a record cannot be cut to fit.
+ID_BYTES = 128
+# Bumped when the canonical serialization changes: every stored row then counts as changed once.
+HASH_VERSION = 1
+
+
+class BadRecord(ValueError):
+    """A source record that cannot become a stored row; the message says why, for a person."""
 
 
 def is_arxiv_id(paper_id: str) -> bool:
@@ -25,7 +43,7 @@ def clean(text: str) -> str:
 
 
 def embedding_text(title: str, abstract: str) -> str:
-    """What is embedded for a paper. Sync and the demo corpus must agree on it."""
+    """What is embedded for a paper. Sync and the demo snapshot must agree on it."""
     return f"{clean(title)}. {clean(abstract)}"
 
 
@@ -41,39 +59,118 @@ class PaperRow:
     url: str = ""
 
 
+def _text(record: dict, key: str, required: bool) -> str:
+    value = record.get(key)
+    if value is None or value == "":
+        if required:
+            raise BadRecord(f"no {key}")
+        return ""
+    if not isinstance(value, str):
+        raise BadRecord(f"{key} must be a string, got {type(value).__name__}")
+    text = clean(value)
+    if required and not text:
+        raise BadRecord(f"{key} is blank")
+    return text
+
+
+def _id(record: dict) -> str:
+    value = record.get("id")
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise BadRecord("no id")
+    paper_id = value.strip()
+    if len(paper_id.encode("utf-8")) > ID_BYTES:
+        raise BadRecord(f"id is longer than {ID_BYTES} bytes")
+    if any(ord(ch) < 0x20 for ch in paper_id):
+        raise BadRecord("id contains control characters")
+    return paper_id
+
+
 def _authors(record: dict) -> list[str]:
     parsed = record.get("authors_parsed")
     if parsed:
-        return [" ".join(p for p in (first, last) if p).strip() for last, first, *_ in parsed]
+        return [f"{first} {last}".strip() if first else last for last, first, *_ in parsed]
     raw = record.get("authors") or ""
     if isinstance(raw, list):
-        return [clean(a) for a in raw if a]
-    return [clean(a) for a in re.split(r",\s*|\s+and\s+", raw) if a.strip()]
+        if not all(isinstance(a, str) for a in raw):
+            raise BadRecord("authors must be a list of strings or one string")
+        return [clean(a) for a in raw if a.strip()]
+    if not isinstance(raw, str):
+        raise BadRecord("authors must be a list of strings or one string")
+    return [clean(a) for a in _AUTHOR_SPLIT.split(raw) if a.strip()]
+
+
+def _year(value: object) -> int:
+    if value in (None, ""):
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        year = value
+    elif isinstance(value, str) and value.strip().isdigit():
+        year = int(value.strip())
+    else:
+        raise BadRecord(f"year must be a number, got {value!r}")
+    if not 0 <= year <= 9999:
+        raise BadRecord(f"year {year} is out of range")
+    return year
+
+
+def _date(value: object) -> str:
+    if value in (None, ""):
+        return ""
+    if not isinstance(value, str) or not _ISO_DATE.match(value):
+        raise BadRecord(f"date must be YYYY-MM-DD, got {value!r}")
+    return value
 
 
 def row_from_arxiv(record: dict) -> PaperRow:
     """A Kaggle arxiv-metadata-oai-snapshot record as a stored row."""
+    paper_id = _id(record)
+    date = _date(record.get("update_date"))
+    year = int(date[:4]) if date else 0
     versions = record.get("versions") or []
-    date = record.get("update_date") or ""
-    year = int(date[:4]) if date[:4].isdigit() else 0
     if versions:
-        # The first version's date is the publication date a citation should carry.
-        created = versions[0].get("created", "")
-        match = re.search(r"\b(\d{4})\b", created)
-        if match:
-            year = int(match.group(1))
+        # The first version's date ("Mon, 2 Apr 2007 19:18:42 GMT") is the publication year a
+        # citation should carry; update_date moves with every revision.
+        parts = str(versions[0].get("created", "")).split()
+        if len(parts) >= 4 and parts[3].isdigit():
+            year = int(parts[3])
+    categories = record.get("categories") or ""
     return PaperRow(
-        id=str(record["id"]),
-        title=clean(record.get("title") or ""),
-        abstract=clean(record.get("abstract") or ""),
+        id=paper_id,
+        title=_text(record, "title", required=True),
+        abstract=_text(record, "abstract", required=True),
         authors=_authors(record),
         year=year,
         date=date,
-        categories=(record.get("categories") or "").split(),
+        categories=categories.split() if isinstance(categories, str) else list(categories),
+    )
+
+
+def row_from_jsonl(record: dict) -> PaperRow:
+    """A generic bring-your-own-corpus record as a stored row."""
+    categories = record.get("categories") or []
+    if isinstance(categories, str):
+        categories = categories.split()
+    if not isinstance(categories, list) or not all(isinstance(c, str) for c in categories):
+        raise BadRecord("categories must be a list of strings or one space-separated string")
+    date = _date(record.get("date"))
+    year = _year(record.get("year"))
+    return PaperRow(
+        id=_id(record),
+        title=_text(record, "title", required=True),
+        abstract=_text(record, "abstract", required=True),
+        authors=_authors(record),
+        year=year or (int(date[:4]) if date else 0),
+        date=date,
+        categories=categories,
+        url=_text(record, "url", required=False),
     )
 
 
 def read_jsonl(path: Path) -> Iterator[dict]:
+    """Every record of a small, trusted JSON-lines file (tests, scripts). Sync reads sources with
+    services/sync/sources.py, which survives bad lines."""
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as raw, io.TextIOWrapper(raw, encoding="utf-8") as lines:
         for line in lines:
@@ -84,22 +181,13 @@ def read_jsonl(path: Path) -> Iterator[dict]:
 def row_sha256(row: PaperRow) -> str:
     """SHA-256 over a canonical serialization of every field that is stored for a paper.
 
-    Key order is fixed and text is whitespace-normalized, so re-serializing the same metadata
-    (different key order, different line wrapping) does not count as a change.
+    Fields in a fixed order, text already whitespace-normalized by the parsers, categories
+    sorted: re-serializing the same metadata (another key order, other line wrapping) is not a
+    change. Source fields that are not stored (comments, journal-ref, license...) are not hashed,
+    so a change to them costs nothing. See docs/sync.md.
     """
-    canonical = json.dumps(
-        {
-            "id": row.id,
-            "title": clean(row.title),
-            "abstract": clean(row.abstract),
-            "authors": [clean(a) for a in row.authors],
-            "year": row.year,
-            "date": row.date,
-            "categories": sorted(row.categories),
-            "url": row.url,
-        },
-        ensure_ascii=False,
-        sort_keys=True,
-        separators=(",", ":"),
+    canonical = orjson.dumps(
+        [HASH_VERSION, row.id, row.title, row.abstract, row.authors, row.year, row.date,
+         sorted(row.categories), row.url]
     )
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical).hexdigest()

@@ -37,3 +37,9 @@ def check_range(name: str, value: float, low: float, high: float) -> None:
     """INVALID_ARGUMENT naming the allowed range when value is outside [low, high]."""
     if not (low <= value <= high):
         raise InvalidArgument(f"{name} must be between {low:g} and {high:g}, got {value:g}")
+
+
+class Aborted(CiteweaveError):
+    """A conflicting operation is running (e.g. a second sync); retry when it has finished."""
+
+    code = grpc.StatusCode.ABORTED

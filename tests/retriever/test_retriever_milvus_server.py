@@ -1,18 +1,10 @@
 """The retriever against a real Milvus server (standalone, from PyPI `milvus==2.3.5`).
 
-Skipped when the `milvus` package is not installed. The server gets a fresh base directory and
-runs in its own process group, which is killed at the end (its stop() is not clean).
+Skipped when the `milvus` package is not installed; the server is the session fixture
+`milvus_server_uri` of tests/conftest.py.
 """
 
 from __future__ import annotations
-
-import os
-import selectors
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,56 +14,12 @@ from retriever_support import DIM, record, retriever, unit, upsert
 
 pytest.importorskip("milvus", reason="needs the Milvus server package: pip install milvus==2.3.5")
 
-HERE = Path(__file__).resolve().parent
-START_TIMEOUT_S = 180
 
-
-def _wait_ready(process: subprocess.Popen, timeout_s: float) -> int:
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout_s
-    seen: list[str] = []
-    while time.monotonic() < deadline:
-        if not selector.select(timeout=1.0):
-            if process.poll() is not None:
-                break
-            continue
-        line = process.stdout.readline()
-        if not line:
-            break
-        seen.append(line.rstrip())
-        if line.startswith("READY "):
-            return int(line.split()[1])
-    raise RuntimeError(f"Milvus server did not start within {timeout_s:.0f}s:\n" + "\n".join(seen))
-
-
-@pytest.fixture(scope="module")
-def milvus_uri(tmp_path_factory):
-    base = tmp_path_factory.mktemp("milvus-server")
-    process = subprocess.Popen(
-        [sys.executable, str(HERE / "milvus_server_process.py"), str(base)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )
-    try:
-        yield f"http://127.0.0.1:{_wait_ready(process, START_TIMEOUT_S)}"
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # the milvus binary, if it outlived its parent
-        except ProcessLookupError:
-            pass
-        process.wait()
-
-
-def test_upsert_search_and_restart_on_a_milvus_server(milvus_uri, tmp_path):
+def test_upsert_search_and_restart_on_a_milvus_server(milvus_server_uri, tmp_path):
     rng = np.random.default_rng(11)
     vectors = unit(rng.normal(size=(80, DIM)))
     ids = [f"s{i:02d}" for i in range(80)]
-    settings = {"milvus_uri": milvus_uri, "collection": "server_papers"}
+    settings = {"milvus_uri": milvus_server_uri, "collection": "server_papers"}
     with retriever(tmp_path / "unused.db", **settings) as first:
         stub = first.stub
         upsert(stub, [record(i, v, title=f"t {i}", categories=["cs.CL"], date="2024-01-01")

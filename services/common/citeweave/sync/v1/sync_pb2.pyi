@@ -17,16 +17,18 @@ SOURCE_FORMAT_ARXIV_KAGGLE: SourceFormat
 SOURCE_FORMAT_JSONL: SourceFormat
 
 class SyncOptions(_message.Message):
-    __slots__ = ("delete_missing", "batch_size", "dry_run", "limit")
+    __slots__ = ("delete_missing", "batch_size", "dry_run", "limit", "snapshot_path")
     DELETE_MISSING_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_PATH_FIELD_NUMBER: _ClassVar[int]
     delete_missing: bool
     batch_size: int
     dry_run: bool
     limit: int
-    def __init__(self, delete_missing: _Optional[bool] = ..., batch_size: _Optional[int] = ..., dry_run: _Optional[bool] = ..., limit: _Optional[int] = ...) -> None: ...
+    snapshot_path: str
+    def __init__(self, delete_missing: _Optional[bool] = ..., batch_size: _Optional[int] = ..., dry_run: _Optional[bool] = ..., limit: _Optional[int] = ..., snapshot_path: _Optional[str] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
     __slots__ = ("source_path", "format", "options")
@@ -39,7 +41,7 @@ class SyncRequest(_message.Message):
     def __init__(self, source_path: _Optional[str] = ..., format: _Optional[_Union[SourceFormat, str]] = ..., options: _Optional[_Union[SyncOptions, _Mapping]] = ...) -> None: ...
 
 class SyncCounts(_message.Message):
-    __slots__ = ("read", "unchanged", "changed", "new", "embedded", "upserted", "failed", "missing", "deleted")
+    __slots__ = ("read", "unchanged", "changed", "new", "embedded", "upserted", "failed", "missing", "deleted", "from_snapshot", "vector_reused")
     READ_FIELD_NUMBER: _ClassVar[int]
     UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     CHANGED_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +51,8 @@ class SyncCounts(_message.Message):
     FAILED_FIELD_NUMBER: _ClassVar[int]
     MISSING_FIELD_NUMBER: _ClassVar[int]
     DELETED_FIELD_NUMBER: _ClassVar[int]
+    FROM_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_REUSED_FIELD_NUMBER: _ClassVar[int]
     read: int
     unchanged: int
     changed: int
@@ -58,7 +62,9 @@ class SyncCounts(_message.Message):
     failed: int
     missing: int
     deleted: int
-    def __init__(self, read: _Optional[int] = ..., unchanged: _Optional[int] = ..., changed: _Optional[int] = ..., new: _Optional[int] = ..., embedded: _Optional[int] = ..., upserted: _Optional[int] = ..., failed: _Optional[int] = ..., missing: _Optional[int] = ..., deleted: _Optional[int] = ...) -> None: ...
+    from_snapshot: int
+    vector_reused: int
+    def __init__(self, read: _Optional[int] = ..., unchanged: _Optional[int] = ..., changed: _Optional[int] = ..., new: _Optional[int] = ..., embedded: _Optional[int] = ..., upserted: _Optional[int] = ..., failed: _Optional[int] = ..., missing: _Optional[int] = ..., deleted: _Optional[int] = ..., from_snapshot: _Optional[int] = ..., vector_reused: _Optional[int] = ...) -> None: ...
 
 class SyncProgress(_message.Message):
     __slots__ = ("counts", "elapsed_ms", "rate_per_s")
@@ -81,16 +87,32 @@ class SyncFailure(_message.Message):
     def __init__(self, line_number: _Optional[int] = ..., record_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SyncSummary(_message.Message):
-    __slots__ = ("counts", "elapsed_ms", "missing_ids_sample", "resumed")
+    __slots__ = ("counts", "elapsed_ms", "missing_ids_sample", "resumed", "warnings", "format", "embedders")
     COUNTS_FIELD_NUMBER: _ClassVar[int]
     ELAPSED_MS_FIELD_NUMBER: _ClassVar[int]
     MISSING_IDS_SAMPLE_FIELD_NUMBER: _ClassVar[int]
     RESUMED_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDERS_FIELD_NUMBER: _ClassVar[int]
     counts: SyncCounts
     elapsed_ms: int
     missing_ids_sample: _containers.RepeatedScalarFieldContainer[str]
     resumed: bool
-    def __init__(self, counts: _Optional[_Union[SyncCounts, _Mapping]] = ..., elapsed_ms: _Optional[int] = ..., missing_ids_sample: _Optional[_Iterable[str]] = ..., resumed: _Optional[bool] = ...) -> None: ...
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    format: SourceFormat
+    embedders: _containers.RepeatedCompositeFieldContainer[EmbedderUse]
+    def __init__(self, counts: _Optional[_Union[SyncCounts, _Mapping]] = ..., elapsed_ms: _Optional[int] = ..., missing_ids_sample: _Optional[_Iterable[str]] = ..., resumed: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., format: _Optional[_Union[SourceFormat, str]] = ..., embedders: _Optional[_Iterable[_Union[EmbedderUse, _Mapping]]] = ...) -> None: ...
+
+class EmbedderUse(_message.Message):
+    __slots__ = ("addr", "calls", "texts")
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    addr: str
+    calls: int
+    texts: int
+    def __init__(self, addr: _Optional[str] = ..., calls: _Optional[int] = ..., texts: _Optional[int] = ...) -> None: ...
 
 class SyncResponse(_message.Message):
     __slots__ = ("progress", "failure", "summary")

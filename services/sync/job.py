@@ -1,0 +1,405 @@
+"""One sync run: the SHA-256 diff of a source against the store, embedding and writing in batches.
+
+Crash safety comes from the store itself: a row's vector and its sha256 are written together by
+one upsert, so after a crash every row is either the old record with the old hash or the new
+record with the new hash. Rerunning the diff therefore finds exactly the work that is left (at
+most the batches that were in flight) and nothing is embedded twice beyond those.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from citeweave.retriever.v1 import retriever_pb2
+from citeweave.sync.v1 import sync_pb2
+from services.common.corpus import PaperRow, embedding_text
+from services.sync.peers import Cancelled, EmbedderPool, Rejected, RetrieverClient
+from services.sync.snapshot import Snapshot
+from services.sync.sources import Failure, Source
+
+if TYPE_CHECKING:  # BERTopic's imports take seconds; only a fitted model loads them
+    from services.sync.topics import TopicModel
+
+log = logging.getLogger("citeweave.sync.job")
+
+MAX_FAILURE_EVENTS = 1000  # failures streamed one by one; beyond, they are only counted
+MISSING_SAMPLE = 100
+DELETE_CHUNK = 1000
+STATE_FILE = "unfinished-sync.json"
+
+Emit = Callable[[sync_pb2.SyncResponse], None]
+
+
+@dataclass
+class Pending:
+    line: int
+    row: PaperRow
+    sha256: str
+    changed: bool
+
+
+@dataclass
+class BatchResult:
+    embedded: int = 0
+    reused: int = 0
+    from_snapshot: int = 0
+    upserted: int = 0
+    failures: list[Failure] = field(default_factory=list)
+
+
+@dataclass
+class Peers:
+    embedders: EmbedderPool
+    retriever: RetrieverClient
+    topics: TopicModel | None
+
+
+def to_record(row: PaperRow, sha256: str, vector: np.ndarray, topic: int) -> retriever_pb2.PaperRecord:
+    return retriever_pb2.PaperRecord(
+        paper=retriever_pb2.Paper(
+            id=row.id, title=row.title, abstract=row.abstract, authors=row.authors,
+            year=row.year, date=row.date, categories=row.categories, topic=topic,
+            sha256=sha256, url=row.url,
+        ),
+        vector=vector.tolist(),
+    )
+
+
+class SyncRun:
+    def __init__(
+        self,
+        request: sync_pb2.SyncRequest,
+        peers: Peers,
+        *,
+        default_batch_size: int,
+        batches_per_embedder: int,
+        embedder_count: int,
+        state_dir: Path,
+        progress_interval_s: float,
+        emit: Emit,
+        cancelled: threading.Event,
+    ):
+        self.request = request
+        self.options = request.options
+        self.peers = peers
+        self.batch_size = self.options.batch_size or default_batch_size
+        self.workers = batches_per_embedder * embedder_count
+        self.state_dir = state_dir
+        self.progress_interval_s = progress_interval_s
+        self.emit = emit
+        self.cancelled = cancelled
+        self.counts = sync_pb2.SyncCounts()
+        self.warnings: list[str] = []
+        self.failure_events = 0
+        self._lock = threading.Lock()
+        self._start = time.monotonic()
+        self._last_progress = 0.0
+        self.snapshot: Snapshot | None = None
+        # The pool counts for the service's lifetime; a summary reports this run's share.
+        self._usage_before = {u.addr: (u.calls, u.texts) for u in peers.embedders.usage()}
+
+    # -- events --------------------------------------------------------------------------------
+
+    def _elapsed_ms(self) -> int:
+        return int((time.monotonic() - self._start) * 1000)
+
+    def progress(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_progress < self.progress_interval_s:
+            return
+        self._last_progress = now
+        with self._lock:
+            counts = sync_pb2.SyncCounts()
+            counts.CopyFrom(self.counts)
+        elapsed = max(now - self._start, 1e-9)
+        self.emit(sync_pb2.SyncResponse(progress=sync_pb2.SyncProgress(
+            counts=counts, elapsed_ms=int(elapsed * 1000), rate_per_s=counts.read / elapsed,
+        )))
+
+    def fail(self, failure: Failure) -> None:
+        with self._lock:
+            self.counts.failed += 1
+            self.failure_events += 1
+            stream = self.failure_events <= MAX_FAILURE_EVENTS
+        if stream:
+            self.emit(sync_pb2.SyncResponse(failure=sync_pb2.SyncFailure(
+                line_number=failure.line, record_id=failure.record_id, reason=failure.reason,
+            )))
+
+    # -- the run -------------------------------------------------------------------------------
+
+    def run(self) -> sync_pb2.SyncSummary:
+        # Everything that can be wrong with the request is found before the first write.
+        source = Source.open(Path(self.request.source_path), self.request.format)
+        if self.options.snapshot_path:
+            self._use_snapshot(Snapshot.load(Path(self.options.snapshot_path)))
+        if self.peers.topics is None:
+            self.warnings.append(
+                "no topic model is fitted: new and changed papers get topic -1; run "
+                "`citeweave topics fit` to assign topics"
+            )
+        elif self.peers.topics.model_name != self.peers.embedders.model:
+            self.warnings.append(
+                f"the topic model was fitted on {self.peers.topics.model_name} vectors but the "
+                f"embedder serves {self.peers.embedders.model}: topics are not assigned; refit"
+            )
+            self.peers.topics = None
+        stored = self.peers.retriever.stored_hashes(self.cancelled)
+        resumed = self._mark_started(source.path)
+
+        executor = cf.ThreadPoolExecutor(self.workers, thread_name_prefix="sync-batch")
+        in_flight: set[cf.Future] = set()
+        seen_new: set[str] = set()
+        batch: list[Pending] = []
+        try:
+            for item in source.records():
+                if self.cancelled.is_set():
+                    raise Cancelled()
+                if self.options.limit and self.counts.read >= self.options.limit:
+                    break
+                with self._lock:
+                    self.counts.read += 1
+                if isinstance(item, Failure):
+                    if item.record_id:
+                        # Keep the stored version of a record whose new version is broken.
+                        stored.pop(item.record_id, None)
+                    self.fail(item)
+                    continue
+                paper_id = item.row.id
+                old = stored.pop(paper_id, None)
+                if old is None and paper_id in seen_new:
+                    self.fail(Failure(item.line, paper_id, "duplicate id: an earlier line has "
+                                                           "the same id; the first one is kept"))
+                    continue
+                if old == item.sha256:
+                    with self._lock:
+                        self.counts.unchanged += 1
+                    # An id read twice with the same content is still a duplicate line.
+                    seen_new.add(paper_id)
+                    self.progress()
+                    continue
+                seen_new.add(paper_id)
+                with self._lock:
+                    if old is None:
+                        self.counts.new += 1
+                    else:
+                        self.counts.changed += 1
+                if not self.options.dry_run:
+                    batch.append(Pending(item.line, item.row, item.sha256, changed=old is not None))
+                    if len(batch) >= self.batch_size:
+                        in_flight = self._submit(executor, in_flight, batch)
+                        batch = []
+                self.progress()
+            if batch:
+                in_flight = self._submit(executor, in_flight, batch)
+            self._drain(in_flight, wait_all=True)
+        except BaseException:
+            self.cancelled.set()
+            executor.shutdown(wait=True, cancel_futures=True)
+            raise
+        executor.shutdown(wait=True)
+
+        missing_sample = self._missing(source, stored)
+        if not self.options.dry_run:
+            self._clear_state()
+        self.progress(force=True)
+        return sync_pb2.SyncSummary(
+            counts=self.counts,
+            elapsed_ms=self._elapsed_ms(),
+            missing_ids_sample=missing_sample,
+            resumed=resumed,
+            warnings=self.warnings,
+            format=source.format,
+            embedders=self._usage(),
+        )
+
+    def _usage(self) -> list[sync_pb2.EmbedderUse]:
+        usage = self.peers.embedders.usage()
+        for use in usage:
+            calls, texts = self._usage_before.get(use.addr, (0, 0))
+            use.calls -= calls
+            use.texts -= texts
+        return usage
+
+    def _use_snapshot(self, snapshot: Snapshot) -> None:
+        if snapshot.model != self.peers.embedders.model:
+            self.warnings.append(
+                f"the snapshot holds {snapshot.model} vectors but the embedder serves "
+                f"{self.peers.embedders.model}; every record is embedded for real"
+            )
+            return
+        self.snapshot = snapshot
+
+    # -- batches -------------------------------------------------------------------------------
+
+    def _submit(self, executor, in_flight: set[cf.Future], batch: list[Pending]) -> set[cf.Future]:
+        # Bounded: at most `workers` batches are held, whatever the size of the source.
+        while len(in_flight) >= self.workers:
+            in_flight = self._drain(in_flight, wait_all=False)
+        in_flight.add(executor.submit(self._process, batch))
+        return in_flight
+
+    def _drain(self, in_flight: set[cf.Future], wait_all: bool) -> set[cf.Future]:
+        done, pending = cf.wait(
+            in_flight, return_when=cf.ALL_COMPLETED if wait_all else cf.FIRST_COMPLETED
+        )
+        for future in done:
+            result = future.result()  # a peer that stayed down ends the run here
+            with self._lock:
+                self.counts.embedded += result.embedded
+                self.counts.vector_reused += result.reused
+                self.counts.from_snapshot += result.from_snapshot
+                self.counts.upserted += result.upserted
+            for failure in result.failures:
+                self.fail(failure)
+        self.progress()
+        return pending
+
+    def _process(self, batch: list[Pending]) -> BatchResult:
+        result = BatchResult()
+        vectors: dict[str, np.ndarray] = {}
+        changed = [p.row.id for p in batch if p.changed]
+        if changed:
+            # A change that leaves title and abstract alone (categories, authors, date) keeps
+            # the stored vector: it is what embedding the same text again would give.
+            texts = {p.row.id: embedding_text(p.row.title, p.row.abstract) for p in batch}
+            for record in self.peers.retriever.get(changed, self.cancelled):
+                if embedding_text(record.paper.title, record.paper.abstract) == texts[record.paper.id]:
+                    vectors[record.paper.id] = np.asarray(record.vector, dtype=np.float32)
+                    result.reused += 1
+        if self.snapshot is not None:
+            for p in batch:
+                if p.row.id not in vectors:
+                    vector = self.snapshot.vector(p.row.id, p.sha256)
+                    if vector is not None:
+                        vectors[p.row.id] = vector
+                        result.from_snapshot += 1
+        to_embed = [p for p in batch if p.row.id not in vectors]
+        if to_embed:
+            embedded = self._embed(to_embed, result)
+            vectors.update(embedded)
+            result.embedded += len(embedded)
+        ready = [p for p in batch if p.row.id in vectors]
+        topics = self._topics(ready, vectors)
+        records = [to_record(p.row, p.sha256, vectors[p.row.id], t) for p, t in zip(ready, topics, strict=True)]
+        result.upserted = self._upsert(ready, records, result)
+        return result
+
+    def _embed(self, batch: list[Pending], result: BatchResult) -> dict[str, np.ndarray]:
+        texts = [embedding_text(p.row.title, p.row.abstract) for p in batch]
+        try:
+            matrix = self.peers.embedders.embed(texts, self.cancelled)
+            return {p.row.id: matrix[i] for i, p in enumerate(batch)}
+        except Rejected:
+            if len(batch) == 1:
+                raise
+        # One record the embedder refuses must not cost the others of its batch.
+        vectors = {}
+        for p, text in zip(batch, texts, strict=True):
+            try:
+                vectors[p.row.id] = self.peers.embedders.embed([text], self.cancelled)[0]
+            except Rejected as exc:
+                result.failures.append(Failure(p.line, p.row.id, f"the embedder refused it: {exc.details}"))
+        return vectors
+
+    def _topics(self, batch: list[Pending], vectors: dict[str, np.ndarray]) -> list[int]:
+        if self.peers.topics is None or not batch:
+            return [-1] * len(batch)
+        return self.peers.topics.assign(
+            [embedding_text(p.row.title, p.row.abstract) for p in batch],
+            np.stack([vectors[p.row.id] for p in batch]),
+        )
+
+    def _upsert(self, batch: list[Pending], records: list, result: BatchResult) -> int:
+        if not records:
+            return 0
+        try:
+            return self.peers.retriever.upsert(records, self.cancelled)
+        except Rejected:
+            if len(records) == 1:
+                result.failures.append(Failure(batch[0].line, batch[0].row.id, "the store refused it"))
+                return 0
+        written = 0
+        for p, record in zip(batch, records, strict=True):
+            try:
+                written += self.peers.retriever.upsert([record], self.cancelled)
+            except Rejected as exc:
+                result.failures.append(Failure(p.line, p.row.id, f"the store refused it: {exc.details}"))
+        return written
+
+    # -- the end of a full snapshot --------------------------------------------------------------
+
+    def _missing(self, source: Source, stored: dict[str, str]) -> list[str]:
+        """Stored ids the source no longer has; deleted only when asked and only when the whole
+        source was read (a truncated file or an unreadable id would make present papers look
+        missing)."""
+        if self.options.limit and self.counts.read >= self.options.limit:
+            if stored:
+                self.warnings.append("missing ids are not computed for a run with a limit")
+            return []
+        if not source.complete or source.unidentified_failures:
+            why = ("the source could not be read to its end" if not source.complete
+                   else f"{source.unidentified_failures} lines had no readable id")
+            if stored:
+                self.warnings.append(
+                    f"missing ids are not computed because {why}: {len(stored)} stored papers "
+                    "were not seen, and none is deleted"
+                )
+            return []
+        missing = sorted(stored)
+        with self._lock:
+            self.counts.missing = len(missing)
+        if missing and self.options.delete_missing and not self.options.dry_run:
+            if self.counts.read == self.counts.failed:
+                self.warnings.append(
+                    f"the source has no valid record: refusing to delete all {len(missing)} "
+                    "stored papers"
+                )
+            else:
+                for start in range(0, len(missing), DELETE_CHUNK):
+                    deleted = self.peers.retriever.delete(
+                        missing[start:start + DELETE_CHUNK], self.cancelled
+                    )
+                    with self._lock:
+                        self.counts.deleted += deleted
+                    self.progress()
+        elif missing and not self.options.delete_missing:
+            self.warnings.append(
+                f"{len(missing)} stored papers are not in this source; they are kept (rerun "
+                "with delete_missing / --delete-missing to remove them)"
+            )
+        return missing[:MISSING_SAMPLE]
+
+    # -- the marker of an unfinished run ----------------------------------------------------------
+
+    def _state_path(self) -> Path:
+        return self.state_dir / STATE_FILE
+
+    def _mark_started(self, source: Path) -> bool:
+        """True when the previous run on this source did not finish. Writes the marker."""
+        path = self._state_path()
+        resumed = False
+        try:
+            resumed = json.loads(path.read_text()).get("source") == str(source)
+        except (OSError, ValueError):
+            pass
+        if not self.options.dry_run:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"source": str(source), "started": time.time()}))
+            os.replace(tmp, path)
+        return resumed
+
+    def _clear_state(self) -> None:
+        self._state_path().unlink(missing_ok=True)

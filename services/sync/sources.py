@@ -1,0 +1,189 @@
+"""Reading a corpus source line by line: format detection, bad lines reported, never loaded whole.
+
+Only the current line is held in memory, so a multi-GB snapshot streams through in constant
+space. A line that cannot become a row is reported with its 1-based line number and the rest of
+the file goes on; a .gz that ends early stops the read and marks the source incomplete, which
+turns off everything that needs the whole file (missing ids, deletions).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import orjson
+
+from citeweave.sync.v1 import sync_pb2
+from services.common.corpus import BadRecord, PaperRow, row_from_arxiv, row_from_jsonl, row_sha256
+from services.common.errors import InvalidArgument, NotFound
+
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_LINE_BYTES = 4 * 1024 * 1024
+# Keys only the Kaggle arXiv snapshot has; one of them on the first record picks that format.
+_KAGGLE_KEYS = frozenset({"authors_parsed", "versions", "update_date", "submitter", "journal-ref"})
+_DETECT_LINES = 100
+
+FORMAT_NAMES = {
+    sync_pb2.SOURCE_FORMAT_ARXIV_KAGGLE: "arxiv-kaggle",
+    sync_pb2.SOURCE_FORMAT_JSONL: "jsonl",
+}
+_PARSERS = {
+    sync_pb2.SOURCE_FORMAT_ARXIV_KAGGLE: row_from_arxiv,
+    sync_pb2.SOURCE_FORMAT_JSONL: row_from_jsonl,
+}
+
+
+@dataclass(frozen=True)
+class Parsed:
+    line: int
+    row: PaperRow
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    line: int
+    record_id: str  # "" when the id could not be read
+    reason: str
+
+
+_GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, OSError)
+
+
+def _bad_line_reason(line: bytes, error: Exception) -> str:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"invalid UTF-8 (byte 0x{line[exc.start]:02x} at position {exc.start})"
+    return f"not valid JSON: {error}"
+
+
+class Source:
+    """An opened source. `records()` yields Parsed rows and Failures in file order."""
+
+    def __init__(self, path: Path, fmt: int):
+        self.path = path
+        self.format = fmt
+        self.complete = True  # False once the end of the file could not be read
+        self.unidentified_failures = 0  # failed lines whose id is unknown
+        self._parse = _PARSERS[fmt]
+
+    @classmethod
+    def open(cls, path: Path, fmt: int = sync_pb2.SOURCE_FORMAT_UNSPECIFIED) -> "Source":
+        """Checks the path and the format before anything is written; NOT_FOUND or
+        INVALID_ARGUMENT with the reason otherwise."""
+        if fmt not in (sync_pb2.SOURCE_FORMAT_UNSPECIFIED, *FORMAT_NAMES):
+            raise InvalidArgument(f"format {fmt} is unknown; use ARXIV_KAGGLE (1) or JSONL (2)")
+        if not path.is_absolute():
+            raise InvalidArgument(
+                f"source path {str(path)!r} is relative; give an absolute path the sync "
+                "service can read"
+            )
+        if not path.exists():
+            raise NotFound(f"source {path} does not exist (on the sync service's filesystem)")
+        if not path.is_file():
+            raise InvalidArgument(f"source {path} is not a regular file")
+        if not os.access(path, os.R_OK):
+            raise InvalidArgument(f"source {path} is not readable by the sync service")
+        detected = cls._detect(path)
+        if fmt == sync_pb2.SOURCE_FORMAT_UNSPECIFIED:
+            fmt = detected
+        return cls(path, fmt)
+
+    @staticmethod
+    def _opener(path: Path) -> IO[bytes]:
+        with path.open("rb") as probe:
+            compressed = probe.read(2) == GZIP_MAGIC
+        return gzip.open(path, "rb") if compressed else path.open("rb")
+
+    @classmethod
+    def _detect(cls, path: Path) -> int:
+        try:
+            with cls._opener(path) as lines:
+                for number, line in enumerate(lines, start=1):
+                    if number > _DETECT_LINES:
+                        break
+                    try:
+                        record = orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        continue
+                    if isinstance(record, dict):
+                        if _KAGGLE_KEYS & record.keys():
+                            return sync_pb2.SOURCE_FORMAT_ARXIV_KAGGLE
+                        return sync_pb2.SOURCE_FORMAT_JSONL
+        except _GZIP_ERRORS as exc:
+            raise InvalidArgument(f"source {path} cannot be read as gzip: {exc}") from None
+        raise InvalidArgument(
+            f"source {path} has no JSON object in its first {_DETECT_LINES} lines; it must be "
+            "JSON lines (one record per line), plain or .gz"
+        )
+
+    def _lines(self) -> Iterator[tuple[int, bytes | Failure]]:
+        number = 0
+        with self._opener(self.path) as lines:
+            while True:
+                try:
+                    line = lines.readline(MAX_LINE_BYTES + 1)
+                except _GZIP_ERRORS as exc:
+                    self.complete = False
+                    self.unidentified_failures += 1
+                    yield number + 1, Failure(
+                        number + 1, "",
+                        f"the compressed file ends early or is corrupt ({exc}); nothing after "
+                        f"line {number} can be read",
+                    )
+                    return
+                if not line:
+                    return
+                number += 1
+                if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                    # Skip the rest of the oversized line so the next one starts clean.
+                    while (rest := lines.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                        pass
+                    self.unidentified_failures += 1
+                    yield number, Failure(number, "", f"line is longer than {MAX_LINE_BYTES} bytes")
+                    continue
+                yield number, line
+
+    def records(self) -> Iterator[Parsed | Failure]:
+        parse = self._parse
+        for number, line in self._lines():
+            if isinstance(line, Failure):
+                yield line
+                continue
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                self.unidentified_failures += 1
+                yield Failure(number, "", _bad_line_reason(line, exc))
+                continue
+            if not isinstance(record, dict):
+                self.unidentified_failures += 1
+                yield Failure(number, "", f"a record must be a JSON object, got {type(record).__name__}")
+                continue
+            try:
+                row = parse(record)
+            except BadRecord as exc:
+                raw_id = record.get("id")
+                record_id = str(raw_id).strip() if isinstance(raw_id, str | int) else ""
+                if not record_id or str(exc).startswith("id "):
+                    self.unidentified_failures += 1
+                    record_id = ""
+                yield Failure(number, record_id, str(exc))
+                continue
+            except (TypeError, ValueError, AttributeError, IndexError) as exc:
+                # A field of an unexpected shape (e.g. authors_parsed not a list of lists).
+                raw_id = record.get("id")
+                record_id = str(raw_id) if isinstance(raw_id, str) else ""
+                if not record_id:
+                    self.unidentified_failures += 1
+                yield Failure(number, record_id, f"malformed record: {exc}")
+                continue
+            yield Parsed(number, row, row_sha256(row))
