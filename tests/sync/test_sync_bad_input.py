@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import threading
+from contextlib import contextmanager
+from pathlib import Path
 
 import grpc
 import orjson
@@ -18,15 +20,29 @@ def _line(record: dict) -> bytes:
     return orjson.dumps(record) + b"\n"
 
 
-@pytest.fixture
-def seeded(slices, minilm_embedder, tmp_path):
+@contextmanager
+def _seeded_stack(slices, embedder_addr: str, tmp: Path):
     """A stack whose store holds the first 10 unchanged papers of slice A."""
-    seed = tmp_path / "seed.jsonl"
+    seed = tmp / "seed.jsonl"
     ids = slices.unchanged_ids[:10]
     seed.write_bytes(b"".join(_line(slices.a_records[i]) for i in ids))
-    with sync_stack(tmp_path, minilm_embedder.addr) as stack:
+    with sync_stack(tmp, embedder_addr) as stack:
         assert run_sync(stack.sync_stub, seed).counts["new"] == 10
         yield stack, ids, stack.rows(ids)
+
+
+@pytest.fixture
+def seeded(slices, minilm_embedder, tmp_path):
+    """For tests that write: a store of their own."""
+    with _seeded_stack(slices, minilm_embedder.addr, tmp_path) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def seeded_shared(slices, minilm_embedder, tmp_path_factory):
+    """For tests that must not write anything: one store for all of them."""
+    with _seeded_stack(slices, minilm_embedder.addr, tmp_path_factory.mktemp("seeded")) as stack:
+        yield stack
 
 
 def test_bad_lines_are_reported_and_the_rest_is_synced(seeded, slices, tmp_path):
@@ -93,8 +109,8 @@ def test_a_truncated_gzip_keeps_what_was_read_and_deletes_nothing(seeded, slices
          grpc.StatusCode.INVALID_ARGUMENT, "cannot be read as gzip"),
     ],
 )
-def test_an_unusable_source_is_refused_before_any_write(seeded, tmp_path, make, code, words):
-    stack, ids, stored = seeded
+def test_an_unusable_source_is_refused_before_any_write(seeded_shared, tmp_path, make, code, words):
+    stack, ids, stored = seeded_shared
     with pytest.raises(grpc.RpcError) as error:
         run_sync(stack.sync_stub, make(tmp_path), delete_missing=True)
     assert error.value.code() == code
@@ -108,8 +124,8 @@ def _write(path, data: bytes):
     return path
 
 
-def test_bad_snapshot_and_format_are_refused(seeded, slices, tmp_path):
-    stack, _, _ = seeded
+def test_bad_snapshot_and_format_are_refused(seeded_shared, slices, tmp_path):
+    stack, _, _ = seeded_shared
     cases = [
         ({"snapshot_path": tmp_path / "none.npz"}, grpc.StatusCode.NOT_FOUND, "does not exist"),
         ({"snapshot_path": _write(tmp_path / "x.npz", b"not a zip")},
@@ -123,8 +139,8 @@ def test_bad_snapshot_and_format_are_refused(seeded, slices, tmp_path):
     assert stack.count() == 10
 
 
-def test_a_second_sync_while_one_runs_is_aborted(seeded):
-    stack, _, _ = seeded
+def test_a_second_sync_while_one_runs_is_aborted(seeded_shared):
+    stack, _, _ = seeded_shared
     started = threading.Event()
     outcome: dict = {}
 
@@ -147,3 +163,14 @@ def test_a_second_sync_while_one_runs_is_aborted(seeded):
     counts = outcome["summary"].counts
     assert (counts.read, counts.new, counts.upserted) == (74728, 74718, 0)
     assert counts.missing == 0 and stack.count() == 10
+
+
+def test_a_retriever_that_goes_down_stops_the_sync_with_unavailable(slices, minilm_embedder, tmp_path):
+    with sync_stack(tmp_path, minilm_embedder.addr, rpc_attempts="2") as stack:
+        stack.retriever.stop()
+        with pytest.raises(grpc.RpcError) as error:
+            run_sync(stack.sync_stub, slices.a)
+        assert error.value.code() == grpc.StatusCode.UNAVAILABLE
+        details = error.value.details()
+        assert f"retriever {stack.retriever.addr}" in details and "after 2 attempts" in details
+        assert "run the sync again to continue" in details
