@@ -6,7 +6,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+)
 from rich.table import Table
 
 from citeweave.sync.v1 import sync_pb2, sync_pb2_grpc
@@ -52,7 +54,8 @@ def run_sync(
     failures: list[sync_pb2.SyncFailure] = []
     summary = None
     with sync_channel(addr) as channel, Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+        SpinnerColumn(), BarColumn(bar_width=24), TimeElapsedColumn(), TimeRemainingColumn(),
+        TextColumn("{task.description}"),
         console=console, disable=not show_progress, transient=False,
     ) as bar:
         task = bar.add_task("reading the source", total=None)
@@ -60,7 +63,10 @@ def run_sync(
         for event in stub.Sync(request, timeout=timeout_s):
             kind = event.WhichOneof("event")
             if kind == "progress":
-                bar.update(task, description=_progress_line(event.progress))
+                p = event.progress
+                # The fraction of the file read: the one measure of "done" known in advance.
+                bar.update(task, description=_progress_line(p),
+                           total=p.bytes_total or None, completed=p.bytes_read)
             elif kind == "failure":
                 failures.append(event.failure)
                 if show_progress and len(failures) <= FAILURES_SHOWN:
@@ -70,7 +76,7 @@ def run_sync(
             elif kind == "summary":
                 summary = event.summary
         if summary is not None:
-            bar.update(task, description="done")
+            bar.update(task, description="done", total=1, completed=1)
     if summary is None:
         raise RuntimeError("the sync service closed the stream without a summary")
     return summary, failures

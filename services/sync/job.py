@@ -106,6 +106,7 @@ class SyncRun:
         self._start = time.monotonic()
         self._last_progress = 0.0
         self.snapshot: Snapshot | None = None
+        self.source: Source | None = None
         # The pool counts for the service's lifetime; a summary reports this run's share.
         self._usage_before = {u.addr: (u.calls, u.texts) for u in peers.embedders.usage()}
 
@@ -123,8 +124,10 @@ class SyncRun:
             counts = sync_pb2.SyncCounts()
             counts.CopyFrom(self.counts)
         elapsed = max(now - self._start, 1e-9)
+        source = self.source
         self.emit(sync_pb2.SyncResponse(progress=sync_pb2.SyncProgress(
             counts=counts, elapsed_ms=int(elapsed * 1000), rate_per_s=counts.read / elapsed,
+            bytes_read=source.position if source else 0, bytes_total=source.size if source else 0,
         )))
 
     def fail(self, failure: Failure) -> None:
@@ -141,7 +144,7 @@ class SyncRun:
 
     def run(self) -> sync_pb2.SyncSummary:
         # Everything that can be wrong with the request is found before the first write.
-        source = Source.open(Path(self.request.source_path), self.request.format)
+        source = self.source = Source.open(Path(self.request.source_path), self.request.format)
         if self.options.snapshot_path:
             self._use_snapshot(Snapshot.load(Path(self.options.snapshot_path)))
         if self.peers.topics is None:

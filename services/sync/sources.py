@@ -70,6 +70,8 @@ class Source:
         self.path = path
         self.format = fmt
         self.complete = True  # False once the end of the file could not be read
+        self.size = path.stat().st_size
+        self.position = 0  # bytes of the file consumed so far (compressed bytes for .gz)
         self.unidentified_failures = 0  # failed lines whose id is unknown
         self._parse = _PARSERS[fmt]
 
@@ -101,6 +103,12 @@ class Source:
             compressed = probe.read(2) == GZIP_MAGIC
         return gzip.open(path, "rb") if compressed else path.open("rb")
 
+    @staticmethod
+    def _raw(lines: IO[bytes]) -> IO[bytes]:
+        """The file under a gzip stream (its offset is what a progress bar can compare with the
+        file size), or the file itself."""
+        return getattr(lines, "fileobj", None) or lines
+
     @classmethod
     def _detect(cls, path: Path) -> int:
         try:
@@ -126,6 +134,7 @@ class Source:
     def _lines(self) -> Iterator[tuple[int, bytes | Failure]]:
         number = 0
         with self._opener(self.path) as lines:
+            raw = self._raw(lines)
             while True:
                 try:
                     line = lines.readline(MAX_LINE_BYTES + 1)
@@ -139,8 +148,11 @@ class Source:
                     )
                     return
                 if not line:
+                    self.position = self.size
                     return
                 number += 1
+                if not number % 256:
+                    self.position = raw.tell()
                 if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
                     # Skip the rest of the oversized line so the next one starts clean.
                     while (rest := lines.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):

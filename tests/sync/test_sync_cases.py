@@ -36,6 +36,10 @@ def test_new_changed_unchanged_and_missing_with_exact_counts(slices, minilm_embe
             "read": 60, "new": 60, "embedded": 60, "upserted": 60,
         }
         assert first.summary.format == sync_pb2.SOURCE_FORMAT_ARXIV_KAGGLE
+        size = slices.a.stat().st_size
+        assert {p.bytes_total for p in first.progress} == {size}
+        assert first.progress[-1].bytes_read == size
+        assert first.progress[-1].counts == first.summary.counts
         assert stack.count() == 60
         before = stack.rows(CHANGED_IDS)
 

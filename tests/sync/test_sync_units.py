@@ -76,6 +76,17 @@ def test_reading_streams_in_constant_memory(tmp_path):
     assert peak < 8 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB"
 
 
+def test_the_position_in_the_file_advances_to_its_size(tmp_path):
+    lines = KAGGLE_HEAD.read_bytes() * 3  # 600 lines: the position is taken every 256
+    for name, data in (("plain.jsonl", lines), ("packed.jsonl.gz", gzip.compress(lines))):
+        path = tmp_path / name
+        path.write_bytes(data)
+        source = Source.open(path)
+        positions = [source.position for _ in source.records()]
+        assert positions == sorted(positions) and 0 < positions[-1] < len(data)
+        assert source.position == source.size == len(data)
+
+
 def test_an_oversized_line_is_skipped_and_the_next_one_read(tmp_path):
     path = tmp_path / "long.jsonl"
     good = orjson.dumps({"id": "a", "title": "t", "abstract": "x"}) + b"\n"

@@ -67,14 +67,18 @@ class SyncCounts(_message.Message):
     def __init__(self, read: _Optional[int] = ..., unchanged: _Optional[int] = ..., changed: _Optional[int] = ..., new: _Optional[int] = ..., embedded: _Optional[int] = ..., upserted: _Optional[int] = ..., failed: _Optional[int] = ..., missing: _Optional[int] = ..., deleted: _Optional[int] = ..., from_snapshot: _Optional[int] = ..., vector_reused: _Optional[int] = ...) -> None: ...
 
 class SyncProgress(_message.Message):
-    __slots__ = ("counts", "elapsed_ms", "rate_per_s")
+    __slots__ = ("counts", "elapsed_ms", "rate_per_s", "bytes_read", "bytes_total")
     COUNTS_FIELD_NUMBER: _ClassVar[int]
     ELAPSED_MS_FIELD_NUMBER: _ClassVar[int]
     RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    BYTES_READ_FIELD_NUMBER: _ClassVar[int]
+    BYTES_TOTAL_FIELD_NUMBER: _ClassVar[int]
     counts: SyncCounts
     elapsed_ms: int
     rate_per_s: float
-    def __init__(self, counts: _Optional[_Union[SyncCounts, _Mapping]] = ..., elapsed_ms: _Optional[int] = ..., rate_per_s: _Optional[float] = ...) -> None: ...
+    bytes_read: int
+    bytes_total: int
+    def __init__(self, counts: _Optional[_Union[SyncCounts, _Mapping]] = ..., elapsed_ms: _Optional[int] = ..., rate_per_s: _Optional[float] = ..., bytes_read: _Optional[int] = ..., bytes_total: _Optional[int] = ...) -> None: ...
 
 class SyncFailure(_message.Message):
     __slots__ = ("line_number", "record_id", "reason")
