@@ -22,6 +22,7 @@ _ARXIV_NEW = re.compile(r"^\d{4}\.\d{4,5}(v\d+)?$")
 _ARXIV_OLD = re.compile(r"^[a-z\-]+(\.[A-Z]{2})?/\d{7}(v\d+)?$")
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _AUTHOR_SPLIT = re.compile(r",\s*|\s+and\s+")
+_CONTROL = re.compile(r"[\x00-\x1f]")
 
 # Limits of the store's schema (services/retriever/records.py) that a record cannot be cut to fit.
 ID_BYTES = 128
@@ -82,7 +83,7 @@ def _id(record: dict) -> str:
     paper_id = value.strip()
     if len(paper_id.encode("utf-8")) > ID_BYTES:
         raise BadRecord(f"id is longer than {ID_BYTES} bytes")
-    if any(ord(ch) < 0x20 for ch in paper_id):
+    if _CONTROL.search(paper_id):
         raise BadRecord("id contains control characters")
     return paper_id
 

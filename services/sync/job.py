@@ -26,7 +26,8 @@ from citeweave.sync.v1 import sync_pb2
 from services.common.corpus import PaperRow, embedding_text
 from services.sync.peers import Cancelled, EmbedderPool, Rejected, RetrieverClient
 from services.sync.snapshot import Snapshot
-from services.sync.sources import Failure, Source
+from services.sync import linecache
+from services.sync.sources import FORMAT_NAMES, Failure, Known, Source, sha_prefix
 
 if TYPE_CHECKING:  # BERTopic's imports take seconds; only a fitted model loads them
     from services.sync.topics import TopicModel
@@ -41,12 +42,34 @@ STATE_FILE = "unfinished-sync.json"
 Emit = Callable[[sync_pb2.SyncResponse], None]
 
 
+@dataclass(slots=True)
+class Counts:
+    """The run's counts as plain ints: the per-record loop updates them 10^5 times a second,
+    which protobuf fields make several times slower. Only the run's own thread touches them."""
+
+    read: int = 0
+    unchanged: int = 0
+    changed: int = 0
+    new: int = 0
+    embedded: int = 0
+    upserted: int = 0
+    failed: int = 0
+    missing: int = 0
+    deleted: int = 0
+    from_snapshot: int = 0
+    vector_reused: int = 0
+
+    def message(self) -> sync_pb2.SyncCounts:
+        return sync_pb2.SyncCounts(**{name: getattr(self, name) for name in self.__slots__})
+
+
 @dataclass
 class Pending:
     line: int
     row: PaperRow
     sha256: str
     changed: bool
+    digest: int
 
 
 @dataclass
@@ -56,6 +79,7 @@ class BatchResult:
     from_snapshot: int = 0
     upserted: int = 0
     failures: list[Failure] = field(default_factory=list)
+    written: list[Pending] = field(default_factory=list)
 
 
 @dataclass
@@ -99,10 +123,8 @@ class SyncRun:
         self.progress_interval_s = progress_interval_s
         self.emit = emit
         self.cancelled = cancelled
-        self.counts = sync_pb2.SyncCounts()
+        self.counts = Counts()
         self.warnings: list[str] = []
-        self.failure_events = 0
-        self._lock = threading.Lock()
         self._start = time.monotonic()
         self._last_progress = 0.0
         self.snapshot: Snapshot | None = None
@@ -120,9 +142,7 @@ class SyncRun:
         if not force and now - self._last_progress < self.progress_interval_s:
             return
         self._last_progress = now
-        with self._lock:
-            counts = sync_pb2.SyncCounts()
-            counts.CopyFrom(self.counts)
+        counts = self.counts.message()
         elapsed = max(now - self._start, 1e-9)
         source = self.source
         self.emit(sync_pb2.SyncResponse(progress=sync_pb2.SyncProgress(
@@ -131,11 +151,8 @@ class SyncRun:
         )))
 
     def fail(self, failure: Failure) -> None:
-        with self._lock:
-            self.counts.failed += 1
-            self.failure_events += 1
-            stream = self.failure_events <= MAX_FAILURE_EVENTS
-        if stream:
+        self.counts.failed += 1
+        if self.counts.failed <= MAX_FAILURE_EVENTS:
             self.emit(sync_pb2.SyncResponse(failure=sync_pb2.SyncFailure(
                 line_number=failure.line, record_id=failure.record_id, reason=failure.reason,
             )))
@@ -160,46 +177,61 @@ class SyncRun:
             self.peers.topics = None
         stored = self.peers.retriever.stored_hashes(self.cancelled)
         resumed = self._mark_started(source.path)
+        cache_file = linecache.cache_path(self.state_dir, FORMAT_NAMES[source.format])
+        known = linecache.load(cache_file)
+        self.line_cache: linecache.Entries = {}  # the next run's cache, built as lines are seen
 
         executor = cf.ThreadPoolExecutor(self.workers, thread_name_prefix="sync-batch")
         in_flight: set[cf.Future] = set()
-        seen_new: set[str] = set()
+        seen: set[str] = set()  # every id read, to report a second line with the same id
         batch: list[Pending] = []
+        counts, limit = self.counts, self.options.limit
         try:
-            for item in source.records():
-                if self.cancelled.is_set():
-                    raise Cancelled()
-                if self.options.limit and self.counts.read >= self.options.limit:
+            for item in source.records(known):
+                if limit and counts.read >= limit:
                     break
-                with self._lock:
-                    self.counts.read += 1
+                counts.read += 1
+                if not counts.read % 256:
+                    if self.cancelled.is_set():
+                        raise Cancelled()
+                    self.progress()
+                if isinstance(item, Known):
+                    paper_id = item.record_id
+                    old = stored.pop(paper_id, None)
+                    if old is not None and sha_prefix(old) == item.sha_prefix:
+                        counts.unchanged += 1
+                        seen.add(paper_id)
+                        self.line_cache[item.digest] = (paper_id, item.sha_prefix)
+                        continue
+                    # The store no longer holds what this line gave last time: parse it.
+                    if old is not None:
+                        stored[paper_id] = old
+                    item = source.parse_line(item.line, item.raw, item.digest)
                 if isinstance(item, Failure):
                     if item.record_id:
-                        # Keep the stored version of a record whose new version is broken.
+                        # Keep the stored version of a record whose new version is broken, and
+                        # the first of two lines with one id.
                         stored.pop(item.record_id, None)
+                        seen.add(item.record_id)
                     self.fail(item)
                     continue
                 paper_id = item.row.id
                 old = stored.pop(paper_id, None)
-                if old is None and paper_id in seen_new:
+                if old is None and paper_id in seen:
                     self.fail(Failure(item.line, paper_id, "duplicate id: an earlier line has "
                                                            "the same id; the first one is kept"))
                     continue
+                seen.add(paper_id)
                 if old == item.sha256:
-                    with self._lock:
-                        self.counts.unchanged += 1
-                    # An id read twice with the same content is still a duplicate line.
-                    seen_new.add(paper_id)
-                    self.progress()
+                    counts.unchanged += 1
+                    self.line_cache[item.digest] = (paper_id, sha_prefix(old))
                     continue
-                seen_new.add(paper_id)
-                with self._lock:
-                    if old is None:
-                        self.counts.new += 1
-                    else:
-                        self.counts.changed += 1
+                if old is None:
+                    counts.new += 1
+                else:
+                    counts.changed += 1
                 if not self.options.dry_run:
-                    batch.append(Pending(item.line, item.row, item.sha256, changed=old is not None))
+                    batch.append(Pending(item.line, item.row, item.sha256, old is not None, item.digest))
                     if len(batch) >= self.batch_size:
                         in_flight = self._submit(executor, in_flight, batch)
                         batch = []
@@ -215,10 +247,12 @@ class SyncRun:
 
         missing_sample = self._missing(source, stored)
         if not self.options.dry_run:
+            if source.complete and not (limit and counts.read >= limit):
+                linecache.save(cache_file, self.line_cache)
             self._clear_state()
         self.progress(force=True)
         return sync_pb2.SyncSummary(
-            counts=self.counts,
+            counts=self.counts.message(),
             elapsed_ms=self._elapsed_ms(),
             missing_ids_sample=missing_sample,
             resumed=resumed,
@@ -259,11 +293,12 @@ class SyncRun:
         )
         for future in done:
             result = future.result()  # a peer that stayed down ends the run here
-            with self._lock:
-                self.counts.embedded += result.embedded
-                self.counts.vector_reused += result.reused
-                self.counts.from_snapshot += result.from_snapshot
-                self.counts.upserted += result.upserted
+            self.counts.embedded += result.embedded
+            self.counts.vector_reused += result.reused
+            self.counts.from_snapshot += result.from_snapshot
+            self.counts.upserted += result.upserted
+            for p in result.written:
+                self.line_cache[p.digest] = (p.row.id, sha_prefix(p.sha256))
             for failure in result.failures:
                 self.fail(failure)
         self.progress()
@@ -296,7 +331,8 @@ class SyncRun:
         ready = [p for p in batch if p.row.id in vectors]
         topics = self._topics(ready, vectors)
         records = [to_record(p.row, p.sha256, vectors[p.row.id], t) for p, t in zip(ready, topics, strict=True)]
-        result.upserted = self._upsert(ready, records, result)
+        result.written = self._upsert(ready, records, result)
+        result.upserted = len(result.written)
         return result
 
     def _embed(self, batch: list[Pending], result: BatchResult) -> dict[str, np.ndarray]:
@@ -324,19 +360,22 @@ class SyncRun:
             np.stack([vectors[p.row.id] for p in batch]),
         )
 
-    def _upsert(self, batch: list[Pending], records: list, result: BatchResult) -> int:
+    def _upsert(self, batch: list[Pending], records: list, result: BatchResult) -> list[Pending]:
+        """The records written; one the store refuses is isolated and reported."""
         if not records:
-            return 0
+            return []
         try:
-            return self.peers.retriever.upsert(records, self.cancelled)
-        except Rejected:
+            self.peers.retriever.upsert(records, self.cancelled)
+            return batch
+        except Rejected as exc:
             if len(records) == 1:
-                result.failures.append(Failure(batch[0].line, batch[0].row.id, "the store refused it"))
-                return 0
-        written = 0
+                result.failures.append(Failure(batch[0].line, batch[0].row.id, f"the store refused it: {exc.details}"))
+                return []
+        written = []
         for p, record in zip(batch, records, strict=True):
             try:
-                written += self.peers.retriever.upsert([record], self.cancelled)
+                self.peers.retriever.upsert([record], self.cancelled)
+                written.append(p)
             except Rejected as exc:
                 result.failures.append(Failure(p.line, p.row.id, f"the store refused it: {exc.details}"))
         return written
@@ -361,8 +400,7 @@ class SyncRun:
                 )
             return []
         missing = sorted(stored)
-        with self._lock:
-            self.counts.missing = len(missing)
+        self.counts.missing = len(missing)
         if missing and self.options.delete_missing and not self.options.dry_run:
             if self.counts.read == self.counts.failed:
                 self.warnings.append(
@@ -374,8 +412,7 @@ class SyncRun:
                     deleted = self.peers.retriever.delete(
                         missing[start:start + DELETE_CHUNK], self.cancelled
                     )
-                    with self._lock:
-                        self.counts.deleted += deleted
+                    self.counts.deleted += deleted
                     self.progress()
         elif missing and not self.options.delete_missing:
             self.warnings.append(

@@ -12,6 +12,7 @@ import numpy as np
 import orjson
 
 from citeweave.embedder.v1 import embedder_pb2, embedder_pb2_grpc
+from citeweave.retriever.v1 import retriever_pb2
 from citeweave.sync.v1 import sync_pb2
 from services.common.clients import sync_channel
 from services.common.corpus import embedding_text, row_from_arxiv, row_sha256
@@ -41,6 +42,20 @@ def test_new_changed_unchanged_and_missing_with_exact_counts(slices, minilm_embe
         assert first.progress[-1].bytes_read == size
         assert first.progress[-1].counts == first.summary.counts
         assert stack.count() == 60
+        assert (stack.tmp / "sync-state" / "line-cache-arxiv-kaggle-v1.npz").exists()
+
+        # The line cache only says what a line gave last time; the store decides. A row deleted
+        # and a row rewritten behind sync's back are both found on the next run.
+        gone, rewritten = slices.unchanged_ids[0], slices.unchanged_ids[1]
+        retriever = stack.retriever_stub
+        retriever.Delete(retriever_pb2.DeleteRequest(ids=[gone]))
+        tampered = stack.rows([rewritten])[rewritten]
+        tampered.paper.sha256 = "0" * 64
+        retriever.Upsert(retriever_pb2.UpsertRequest(records=[tampered]))
+        repaired = run_sync(sync, slices.a)
+        assert only(repaired.counts) == {
+            "read": 60, "unchanged": 58, "new": 1, "changed": 1, "embedded": 1,
+            "vector_reused": 1, "upserted": 2}
         before = stack.rows(CHANGED_IDS)
 
         second = run_sync(sync, slices.b, batch_size=16)
