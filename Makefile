@@ -32,6 +32,7 @@ test: install
 bench: install
 	$(VENV)/bin/citeweave bench embedder --json
 	$(VENV)/bin/citeweave bench retriever --json
+	$(VENV)/bin/citeweave bench sync --json
 
 protos: $(VENV)/.installed
 	$(PY) scripts/gen_protos.py
