@@ -70,7 +70,11 @@ from services.sync.job import to_record
 from services.sync.sources import Parsed, Source
 
 # The shared data directory beside the checkout; read by path, never copied into the repo.
-SOURCE = REPO.parent / "shared" / "data" / "arxiv" / "arxiv-cs-74k.jsonl.gz"
+# The 74k-record arXiv file beside the repository (not committed: 47 MB); another path by
+# CITEWEAVE_BENCH_SYNC_SOURCE or --source.
+SOURCE = Path(os.environ.get(
+    "CITEWEAVE_BENCH_SYNC_SOURCE", REPO.parent / "shared" / "data" / "arxiv" / "arxiv-cs-74k.jsonl.gz"
+))
 BATCH_SIZE = 128  # the sync service's default batch_size
 N_CHANGED = 200
 REPEATS = 3
@@ -305,6 +309,11 @@ def run(
     source: Path = SOURCE,
 ) -> dict:
     """The benchmark; n_records takes only the first lines of the source (development runs)."""
+    if not source.is_file():
+        raise SystemExit(
+            f"sync benchmark source {source} does not exist: set CITEWEAVE_BENCH_SYNC_SOURCE to a "
+            "Kaggle-format arXiv snapshot (.jsonl or .jsonl.gz), ideally ~75k records"
+        )
     result: dict = {
         "source": str(source), "cpu_count": os.cpu_count(), "batch_size": BATCH_SIZE,
         "n_changed": n_changed, "repeats": repeats, "rounds": rounds,

@@ -18,7 +18,6 @@ from services.common.launcher import ServiceProcess, free_port
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 
 
 @contextmanager

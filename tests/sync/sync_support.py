@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,9 +17,10 @@ from services.common.clients import sync_channel
 from services.common.launcher import ServiceProcess, free_port
 
 REPO = Path(__file__).resolve().parents[2]
-ARXIV = REPO.parent / "shared" / "data" / "arxiv"
-SNAPSHOT_A = ARXIV / "snapshot-A-upto-2025-12-31.jsonl.gz"
-SNAPSHOT_B = ARXIV / "arxiv-cs-74k.jsonl.gz"
+# Slices of the real arXiv snapshots, committed (scripts/make_sync_fixtures.py; CC0, SOURCE.txt).
+ARXIV = REPO / "tests" / "fixtures" / "arxiv"
+SLICE_A = ARXIV / "slice-a.jsonl.gz"
+SLICE_B = ARXIV / "slice-b.jsonl"
 CHANGED_IDS = (ARXIV / "changed-ids-A-to-B.txt").read_text().split()
 # Of the 14, these changed their title or abstract beyond whitespace; the other 9 changed
 # categories, authors or only the line wrapping of the abstract, so their embedded text is the same.
@@ -36,38 +38,36 @@ class Slices:
 
 
 def _records(path: Path) -> Iterator[tuple[bytes, dict]]:
-    with gzip.open(path, "rb") as lines:
+    with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as lines:
         for line in lines:
             yield line, orjson.loads(line)
 
 
-def make_slices(directory: Path, unchanged: int = 46, new: int = 30) -> Slices:
-    """A: `unchanged` ids that stay the same plus the 14 changed ids, as snapshot A has them.
-    B: the same ids as the full file has them, plus `new` ids that only B has."""
-    a_lines, a_records, kept = {}, {}, 0
-    for line, record in _records(SNAPSHOT_A):
-        is_changed = record["id"] in CHANGED_IDS
-        if is_changed or kept < unchanged:
-            a_lines[record["id"]], a_records[record["id"]] = line, record
-            kept += not is_changed
-    assert set(CHANGED_IDS) <= set(a_lines)
-    b_lines, b_records, new_ids = {}, {}, []
-    for line, record in _records(SNAPSHOT_B):
-        paper_id = record["id"]
-        if paper_id in a_lines:
-            b_lines[paper_id], b_records[paper_id] = line, record
-        elif len(new_ids) < new and paper_id not in a_records:
-            b_lines[paper_id], b_records[paper_id] = line, record
-            new_ids.append(paper_id)
+def make_slices(directory: Path) -> Slices:
+    """A: 46 ids that stay the same plus the 14 changed ids, as snapshot A has them.
+    B: the same ids as the full file has them, plus 30 ids that only B has."""
+    a_records = {record["id"]: record for _, record in _records(SLICE_A)}
+    b_records = {record["id"]: record for _, record in _records(SLICE_B)}
+    assert set(CHANGED_IDS) <= set(a_records) <= set(b_records)
     a_path, b_path = directory / "slice-a.jsonl.gz", directory / "slice-b.jsonl"
-    with gzip.open(a_path, "wb") as out:
-        out.writelines(a_lines.values())
-    b_path.write_bytes(b"".join(b_lines.values()))
+    shutil.copyfile(SLICE_A, a_path)
+    shutil.copyfile(SLICE_B, b_path)
     return Slices(
         a=a_path, b=b_path,
-        unchanged_ids=[i for i in a_lines if i not in CHANGED_IDS],
-        new_ids=new_ids, b_records=b_records, a_records=a_records,
+        unchanged_ids=[i for i in a_records if i not in CHANGED_IDS],
+        new_ids=[i for i in b_records if i not in a_records],
+        b_records=b_records, a_records=a_records,
     )
+
+
+def big_source(path: Path, records: int) -> Path:
+    """A plain JSON-lines file of `records` distinct papers (one real record, renumbered)."""
+    template = (ARXIV / "kaggle-format-head200.jsonl").read_bytes().splitlines()[0]
+    assert template.startswith(b'{"id":"0704.0001"')
+    path.write_bytes(b"".join(
+        template.replace(b'"0704.0001"', f'"2601.{i:05d}"'.encode(), 1) + b"\n"
+        for i in range(records)))
+    return path
 
 
 @dataclass

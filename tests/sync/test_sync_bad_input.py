@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from citeweave.sync.v1 import sync_pb2
-from sync_support import SNAPSHOT_B, only, run_sync, sync_stack
+from sync_support import big_source, only, run_sync, sync_stack
 
 
 def _line(record: dict) -> bytes:
@@ -139,14 +139,15 @@ def test_bad_snapshot_and_format_are_refused(seeded_shared, slices, tmp_path):
     assert stack.count() == 10
 
 
-def test_a_second_sync_while_one_runs_is_aborted(seeded_shared):
+def test_a_second_sync_while_one_runs_is_aborted(seeded_shared, tmp_path):
     stack, _, _ = seeded_shared
+    big = big_source(tmp_path / "big.jsonl", 50_000)
     started = threading.Event()
     outcome: dict = {}
 
     def long_dry_run():
         request = sync_pb2.SyncRequest(
-            source_path=str(SNAPSHOT_B), options=sync_pb2.SyncOptions(dry_run=True))
+            source_path=str(big), options=sync_pb2.SyncOptions(dry_run=True))
         for event in stack.sync_stub.Sync(request, timeout=600):
             started.set()
             if event.WhichOneof("event") == "summary":
@@ -156,13 +157,13 @@ def test_a_second_sync_while_one_runs_is_aborted(seeded_shared):
     runner.start()
     assert started.wait(120)
     with pytest.raises(grpc.RpcError) as error:
-        run_sync(stack.sync_stub, SNAPSHOT_B, dry_run=True)
+        run_sync(stack.sync_stub, big, dry_run=True)
     runner.join()
     assert error.value.code() == grpc.StatusCode.ABORTED
     assert "one sync or topic fit runs at a time" in error.value.details()
     counts = outcome["summary"].counts
-    assert (counts.read, counts.new, counts.upserted) == (74728, 74718, 0)
-    assert counts.missing == 0 and stack.count() == 10
+    assert (counts.read, counts.new, counts.upserted) == (50_000, 50_000, 0)
+    assert counts.missing == 10 and counts.deleted == 0 and stack.count() == 10
 
 
 def test_a_retriever_that_goes_down_stops_the_sync_with_unavailable(slices, minilm_embedder, tmp_path):
