@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import numpy as np
@@ -15,7 +17,7 @@ from services.common.errors import InvalidArgument, Unavailable
 from services.embedder import metrics
 from services.embedder.backends import Backend, load_backend
 from services.embedder.batching import MicroBatcher
-from services.embedder.cache import EmbeddingCache, cache_key
+from services.embedder.cache import DiskEmbeddingCache, EmbeddingCache, cache_key
 from services.embedder.settings import EmbedderSettings
 
 log = logging.getLogger("citeweave.embedder")
@@ -51,6 +53,9 @@ class EmbedderApp(embedder_pb2_grpc.EmbedderServiceServicer):
         self.backend: Backend | None = None
         self._batcher: MicroBatcher | None = None
         self._cache = EmbeddingCache(settings.cache_entries)
+        self._disk: DiskEmbeddingCache | None = None
+        # SQLite is used from one thread only, and never from the event loop.
+        self._disk_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="disk-cache")
 
     def register(self, server: grpc.aio.Server) -> None:
         embedder_pb2_grpc.add_EmbedderServiceServicer_to_server(self, server)
@@ -71,6 +76,10 @@ class EmbedderApp(embedder_pb2_grpc.EmbedderServiceServicer):
             max_queued_texts=s.max_queued_texts,
         )
         self._batcher.start()
+        if s.disk_cache is not None:
+            self._disk = await self._on_disk_thread(
+                DiskEmbeddingCache, s.disk_cache, f"{backend.spec.name}/{backend.name}"
+            )
         self.backend = backend
         log.info(
             "model ready",
@@ -85,6 +94,14 @@ class EmbedderApp(embedder_pb2_grpc.EmbedderServiceServicer):
     async def close(self) -> None:
         if self._batcher is not None:
             await self._batcher.close()
+        if self._disk is not None:
+            await self._on_disk_thread(self._disk.close)
+        self._disk_thread.shutdown(wait=True)
+
+    async def _on_disk_thread(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(
+            self._disk_thread, functools.partial(fn, *args)
+        )
 
     def _ready(self) -> tuple[Backend, MicroBatcher]:
         if self.backend is None or self._batcher is None:
@@ -108,6 +125,17 @@ class EmbedderApp(embedder_pb2_grpc.EmbedderServiceServicer):
                 missing.append(index)
             else:
                 vectors[index] = hit
+        if missing and self._disk is not None:
+            stored = await self._on_disk_thread(self._disk.get_many, [keys[i][1] for i in missing])
+            still_missing = []
+            for index in missing:
+                hit = stored.get(keys[index][1])
+                if hit is None:
+                    still_missing.append(index)
+                else:
+                    vectors[index] = hit
+                    self._cache.put(keys[index], hit)
+            missing = still_missing
         if missing:
             # Tokenizing up to max_inputs x max_chars characters is too slow for the event loop.
             token_ids = await asyncio.to_thread(
@@ -117,6 +145,10 @@ class EmbedderApp(embedder_pb2_grpc.EmbedderServiceServicer):
             for index, vector in zip(missing, computed):
                 vectors[index] = vector
                 self._cache.put(keys[index], vector)
+            if self._disk is not None:
+                await self._on_disk_thread(
+                    self._disk.put_many, [(keys[i][1], vectors[i]) for i in missing]
+                )
         cached = len(texts) - len(missing)
         metrics.CACHE_HITS.inc(cached)
         metrics.REQUEST_SECONDS.observe(time.perf_counter() - started)

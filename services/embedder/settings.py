@@ -69,6 +69,11 @@ class EmbedderSettings(ServiceSettings):
         description="Entries of the in-memory LRU embedding cache keyed by (model, sha256 of "
         "text); 0 disables it.",
     )
+    disk_cache: Path | None = Field(
+        None,
+        description="SQLite file keeping embeddings across restarts, keyed by model, backend "
+        "and sha256 of the text (evaluation re-runs, store rebuilds). Unset: memory only.",
+    )
     cache_dir: Path = Field(
         default_factory=cache_dir,
         description="Where the ONNX export is cached (<cache_dir>/onnx/...). Defaults to "

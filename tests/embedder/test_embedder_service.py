@@ -56,6 +56,33 @@ def test_cache_hit_is_reported_and_returns_the_same_vector(minilm_embedder, embe
     np.testing.assert_array_equal(second[0], first[1])
 
 
+def test_disk_cache_survives_a_restart(tmp_path, embed):
+    texts = [f"disk cache probe {uuid.uuid4()} {word}" for word in ("alpha", "beta", "gamma")]
+    settings = {"model": MINILM, "disk_cache": str(tmp_path / "cache" / "embeddings.sqlite3")}
+    with running_service("embedder", tmp_path, settings) as first:
+        before, response = embed(first, texts[:2])
+        assert response.cached_count == 0
+    with running_service("embedder", tmp_path, settings) as second:
+        after, response = embed(second, texts)
+        assert response.cached_count == 2, "the first two come from the file, not the model"
+        np.testing.assert_array_equal(after[:2], before)
+
+
+def test_a_disk_cache_that_is_not_sqlite_stops_start_up(tmp_path):
+    bad = tmp_path / "not-a-db.sqlite3"
+    bad.write_bytes(b"this is not a database" * 100)
+    service = ServiceProcess("embedder", free_port(), {"model": MINILM, "disk_cache": str(bad)},
+                             log_path=tmp_path / "e.log").start()
+    try:
+        code = service.process.wait(120)
+    finally:
+        service.stop()
+    log = (tmp_path / "e.log").read_text()
+    assert code == 1, log
+    assert "is not usable" in log and "CITEWEAVE_EMBEDDER_DISK_CACHE" in log
+    assert bad.read_bytes() == b"this is not a database" * 100, "the file must be left alone"
+
+
 @pytest.mark.parametrize(
     ("texts", "fragments"),
     [
