@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -33,3 +35,13 @@ class ServiceSettings(BaseSettings):
 
 def env_prefix(service: str) -> str:
     return f"CITEWEAVE_{service.upper()}_"
+
+
+_HOST_PORT = re.compile(r"^[^\s:/,]+:\d{1,5}$")
+
+
+def check_host_port(value: str, name: str) -> str:
+    """A peer address setting: host:port, or ValueError naming the setting."""
+    if not _HOST_PORT.match(value):
+        raise ValueError(f"{name} must be host:port, got {value!r}")
+    return value

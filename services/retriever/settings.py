@@ -7,10 +7,9 @@ import re
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from services.common.settings import ServiceSettings
+from services.common.settings import ServiceSettings, check_host_port
 
 _SERVER_URI = re.compile(r"^(https?|tcp)://", re.IGNORECASE)
-_HOST_PORT = re.compile(r"^[^\s:/]+:\d{1,5}$")
 
 
 def is_server_uri(uri: str) -> bool:
@@ -83,6 +82,4 @@ class RetrieverSettings(ServiceSettings):
     def _addr(cls, value: str | None) -> str | None:
         if value in (None, ""):
             return None
-        if not _HOST_PORT.match(value):
-            raise ValueError(f"embedder_addr must be host:port, got {value!r}")
-        return value
+        return check_host_port(value, "embedder_addr")

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from services.common.settings import ServiceSettings
-
-_HOST_PORT = re.compile(r"^[^\s:/,]+:\d{1,5}$")
-
-
-def _check_addr(value: str, name: str) -> str:
-    if not _HOST_PORT.match(value):
-        raise ValueError(f"{name} must be host:port, got {value!r}")
-    return value
-
+from services.common.settings import ServiceSettings, check_host_port
 
 class SyncSettings(ServiceSettings):
     model_config = SettingsConfigDict(
@@ -81,12 +71,12 @@ class SyncSettings(ServiceSettings):
         addrs = [a.strip() for a in value.split(",") if a.strip()]
         if not addrs:
             raise ValueError("at least one embedder host:port is needed")
-        return ",".join(_check_addr(a, "each embedder address") for a in addrs)
+        return ",".join(check_host_port(a, "each embedder address") for a in addrs)
 
     @field_validator("retriever_addr")
     @classmethod
     def _retriever_addr(cls, value: str) -> str:
-        return _check_addr(value, "retriever_addr")
+        return check_host_port(value, "retriever_addr")
 
     @property
     def embedder_addr_list(self) -> list[str]:

@@ -8,14 +8,12 @@ turns off everything that needs the whole file (missing ids, deletions).
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import os
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 import orjson
 
@@ -78,7 +76,7 @@ class Failure:
     reason: str
 
 
-_GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, OSError)
+_GZIP_ERRORS = (EOFError, zlib.error, OSError)
 
 
 def _bad_line_reason(line: bytes, error: Exception) -> str:
@@ -118,37 +116,30 @@ class Source:
             raise InvalidArgument(f"source {path} is not a regular file")
         if not os.access(path, os.R_OK):
             raise InvalidArgument(f"source {path} is not readable by the sync service")
-        detected = cls._detect(path)
-        if fmt == sync_pb2.SOURCE_FORMAT_UNSPECIFIED:
-            fmt = detected
-        return cls(path, fmt)
+        # A format given still gets the probe: an unreadable gzip is refused before any write.
+        detected = cls(path, sync_pb2.SOURCE_FORMAT_JSONL)._detect()
+        return cls(path, fmt if fmt != sync_pb2.SOURCE_FORMAT_UNSPECIFIED else detected)
 
-    @staticmethod
-    def _opener(path: Path) -> IO[bytes]:
-        with path.open("rb") as probe:
-            compressed = probe.read(2) == GZIP_MAGIC
-        return gzip.open(path, "rb") if compressed else path.open("rb")
-
-    @classmethod
-    def _detect(cls, path: Path) -> int:
-        try:
-            with cls._opener(path) as lines:
-                for number, line in enumerate(lines, start=1):
-                    if number > _DETECT_LINES:
-                        break
-                    try:
-                        record = orjson.loads(line)
-                    except orjson.JSONDecodeError:
-                        continue
-                    if isinstance(record, dict):
-                        if _KAGGLE_KEYS & record.keys():
-                            return sync_pb2.SOURCE_FORMAT_ARXIV_KAGGLE
-                        return sync_pb2.SOURCE_FORMAT_JSONL
-        except _GZIP_ERRORS as exc:
-            raise InvalidArgument(f"source {path} cannot be read as gzip: {exc}") from None
+    def _detect(self) -> int:
+        """The format of the first JSON object in the first lines, read the way records() reads."""
+        for number, line in self._lines():
+            if number > _DETECT_LINES:
+                break
+            if isinstance(line, Failure):
+                if not self.complete:
+                    raise InvalidArgument(f"source {self.path} cannot be read as gzip: {line.reason}")
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                if _KAGGLE_KEYS & record.keys():
+                    return sync_pb2.SOURCE_FORMAT_ARXIV_KAGGLE
+                return sync_pb2.SOURCE_FORMAT_JSONL
         raise InvalidArgument(
-            f"source {path} has no JSON object in its first {_DETECT_LINES} lines; it must be "
-            "JSON lines (one record per line), plain or .gz"
+            f"source {self.path} has no JSON object in its first {_DETECT_LINES} lines; it must "
+            "be JSON lines (one record per line), plain or .gz"
         )
 
     def _blocks(self) -> Iterator[bytes]:

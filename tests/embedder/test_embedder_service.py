@@ -56,6 +56,16 @@ def test_cache_hit_is_reported_and_returns_the_same_vector(minilm_embedder, embe
     np.testing.assert_array_equal(second[0], first[1])
 
 
+def _start_up_failure(tmp_path, settings: dict[str, str]) -> tuple[int, str]:
+    """Starts an embedder that must exit during start-up; its exit code and log."""
+    service = ServiceProcess("embedder", free_port(), settings, log_path=tmp_path / "e.log").start()
+    try:
+        code = service.process.wait(120)
+    finally:
+        service.stop()
+    return code, (tmp_path / "e.log").read_text()
+
+
 def test_disk_cache_survives_a_restart(tmp_path, embed):
     texts = [f"disk cache probe {uuid.uuid4()} {word}" for word in ("alpha", "beta", "gamma")]
     settings = {"model": MINILM, "disk_cache": str(tmp_path / "cache" / "embeddings.sqlite3")}
@@ -71,13 +81,7 @@ def test_disk_cache_survives_a_restart(tmp_path, embed):
 def test_a_disk_cache_that_is_not_sqlite_stops_start_up(tmp_path):
     bad = tmp_path / "not-a-db.sqlite3"
     bad.write_bytes(b"this is not a database" * 100)
-    service = ServiceProcess("embedder", free_port(), {"model": MINILM, "disk_cache": str(bad)},
-                             log_path=tmp_path / "e.log").start()
-    try:
-        code = service.process.wait(120)
-    finally:
-        service.stop()
-    log = (tmp_path / "e.log").read_text()
+    code, log = _start_up_failure(tmp_path, {"model": MINILM, "disk_cache": str(bad)})
     assert code == 1, log
     assert "is not usable" in log and "CITEWEAVE_EMBEDDER_DISK_CACHE" in log
     assert bad.read_bytes() == b"this is not a database" * 100, "the file must be left alone"
@@ -169,12 +173,7 @@ def test_full_queue_is_resource_exhausted_and_recovers(tmp_path, stub_for):
     ids=["not-an-integer", "unknown-model", "unknown-backend", "request-over-queue"],
 )
 def test_wrong_setting_stops_start_up_with_a_message(tmp_path, settings, fragments):
-    service = ServiceProcess("embedder", free_port(), settings, log_path=tmp_path / "e.log").start()
-    try:
-        code = service.process.wait(60)
-    finally:
-        service.stop()
-    log = (tmp_path / "e.log").read_text()
+    code, log = _start_up_failure(tmp_path, settings)
     assert code == 2, log
     assert "invalid setting" in log
     for fragment in fragments:
