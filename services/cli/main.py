@@ -19,13 +19,15 @@ from rich.table import Table
 
 from citeweave.sync.v1 import sync_pb2
 from services.cli import sync as sync_client
+from services.cli.evaluate import eval_app
 from services.cli.search import search_longlist
-from services.cli.stack import LocalStack
+from services.cli.stack import LocalStack, unwind_on_sigterm
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 topics_app = typer.Typer(no_args_is_help=True, help="BERTopic topics of the stored papers.")
 app.add_typer(topics_app, name="topics")
+app.add_typer(eval_app, name="eval")
 # soft_wrap: an error message stays one line a person (or grep) can read whole.
 console = Console(stderr=True, soft_wrap=True)
 REPO = Path(__file__).resolve().parents[2]
@@ -204,6 +206,9 @@ def search(
     breadth: Annotated[int, typer.Option(help="5..20; the longlist has 3*breadth papers.")] = 10,
     diversity: Annotated[float, typer.Option(help="0..1; 0 is plain similarity.")] = 0.0,
     rule: Annotated[str, typer.Option(help="mmr (default) or citegeist-min.")] = "mmr",
+    mode: Annotated[str, typer.Option(
+        help="dense (embedding similarity, default), lexical (BM25) or hybrid (both fused; "
+             "better on ACM-CR, see docs/evaluation.md).")] = "dense",
     category: Annotated[list[str], typer.Option(help="Only papers in this arXiv category.")] = [],
     topic: Annotated[list[int], typer.Option(help="Only papers in this topic (see `topics list`).")] = [],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
@@ -216,9 +221,12 @@ def search(
     text = abstract_file.read_text().strip()
     if not text:
         _fail(f"{abstract_file} is empty")
-    reply = search_longlist(
-        text, embedder_addr, retriever_addr, breadth, diversity, rule, category, topic
-    )
+    try:
+        reply = search_longlist(
+            text, embedder_addr, retriever_addr, breadth, diversity, rule, category, topic, mode
+        )
+    except ValueError as exc:
+        _fail(str(exc))
     _print_longlist(reply, as_json)
 
 
@@ -229,6 +237,7 @@ def demo(
     log_dir: Annotated[Path, typer.Option(help="Where each service writes its log.")] = DEFAULT_LOG_DIR,
 ) -> None:
     """Start the stack, sync the demo corpus, print the longlist for the sample abstract, stop."""
+    unwind_on_sigterm()
     stack = LocalStack(log_dir=log_dir)
     try:
         stack.start(log=console.print)

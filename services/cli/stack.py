@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,16 @@ SETTINGS_CLASSES = {
     "retriever": "services.retriever.settings.RetrieverSettings",
     "sync": "services.sync.settings.SyncSettings",
 }
+
+
+def unwind_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so the `finally` of a command stops the services it started
+    instead of leaving them running."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def settings_class(name: str) -> type:

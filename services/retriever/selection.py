@@ -55,10 +55,11 @@ def normalize_rows(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.where(norms == 0, 1, norms)
 
 
-def _reason(first: bool, similarity: float, novelty: float, diversity: float) -> str:
+def _reason(first: bool, relevance: float, novelty: float, diversity: float, name: str) -> str:
     if first:
-        return f"most similar to the input (similarity {similarity:.2f})"
-    return f"similarity {similarity:.2f}, novelty {novelty:.2f} at diversity {diversity:g}"
+        best = "most similar" if name == "similarity" else "most relevant"
+        return f"{best} to the input ({name} {relevance:.2f})"
+    return f"{name} {relevance:.2f}, novelty {novelty:.2f} at diversity {diversity:g}"
 
 
 def select(
@@ -67,10 +68,12 @@ def select(
     k: int,
     diversity: float,
     aggregation: Aggregation = Aggregation.MAX,
+    relevance_name: str = "similarity",
 ) -> list[Pick]:
     """Picks min(k, n) candidates in order.
 
-    similarities: shape (n,), s_i. vectors: shape (n, d), need not be normalized.
+    similarities: shape (n,), s_i (cosine, or another relevance in 0..1 named by
+    relevance_name in the reasons). vectors: shape (n, d), need not be normalized.
     """
     sims = np.asarray(similarities, dtype=np.float64)
     n = sims.shape[0]
@@ -102,7 +105,8 @@ def select(
                 selection_score=float(scores[best]),
                 novelty=float(novelty[best]),
                 max_similarity_to_selected=0.0 if step == 0 else float(run_max[best]),
-                reason=_reason(step == 0, float(sims[best]), float(novelty[best]), w),
+                reason=_reason(step == 0, float(sims[best]), float(novelty[best]), w,
+                               relevance_name),
             )
         )
         available[best] = False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
@@ -63,6 +64,38 @@ class RetrieverSettings(ServiceSettings):
         ge=1,
         le=32768,
         description="HNSW ef at query time; raised to the number of candidates when smaller.",
+    )
+
+    lexical_index: bool = Field(
+        True,
+        description="Keep a BM25 index of titles and abstracts (bm25s) for the lexical and "
+        "hybrid search modes. It lives in memory (roughly 1 GB per million papers) and is "
+        "rebuilt from the store after writes; false switches both modes off.",
+    )
+    write_settle_delay_s: float = Field(
+        2.0,
+        ge=0,
+        le=3600,
+        description="Quiet time after the last write before Milvus Lite is flushed and the "
+        "lexical index rebuilt, so a sync's stream of upserts causes one rebuild, not one per "
+        "batch.",
+    )
+    lexical_refresh_interval_s: float = Field(
+        300.0,
+        ge=0,
+        description="With a Milvus server, also rebuild the lexical index this often to pick up writes made "
+        "through other retriever replicas; 0 = only after this replica's writes.",
+    )
+    fusion: Literal["rrf", "weighted"] = Field(
+        "weighted",
+        description="Default fusion of the hybrid mode: reciprocal-rank fusion or a weighted "
+        "sum of min-max scaled cosine and BM25 (see docs/evaluation.md for the measurement).",
+    )
+    lexical_weight: float = Field(
+        0.3,
+        gt=0,
+        le=1,
+        description="Default BM25 weight of the weighted fusion (cosine gets 1 - weight).",
     )
 
     @field_validator("milvus_uri")

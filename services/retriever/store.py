@@ -179,15 +179,19 @@ class PaperStore:
             hits.append(Hit(row=row, similarity=float(hit.distance)))
         return hits
 
-    def get(self, ids: Sequence[str], include_vectors: bool) -> dict[str, dict]:
+    def get(
+        self, ids: Sequence[str], include_vectors: bool, expression: str = ""
+    ) -> dict[str, dict]:
+        """Stored rows by id; with an expression, only the rows that also match it."""
         fields = [*records.SCALAR_FIELDS, *([VECTOR_FIELD] if include_vectors else [])]
         found: dict[str, dict] = {}
         unique = list(dict.fromkeys(ids))
         for start in range(0, len(unique), ID_CHUNK):
             chunk = unique[start:start + ID_CHUNK]
+            condition = f"id in [{_quoted_ids(chunk)}]"
             rows = self.client.query(
                 self.collection,
-                filter=f"id in [{_quoted_ids(chunk)}]",
+                filter=f"({condition}) and ({expression})" if expression else condition,
                 output_fields=fields,
                 limit=len(chunk),
                 consistency_level=STRONG,
@@ -216,7 +220,17 @@ class PaperStore:
             yield entries[start:start + page_size]
 
     def _query_hashes(self, page_size: int) -> Iterator[list[tuple[str, str]]]:
-        """Pages of (id, sha256) over the whole collection, by a query iterator.
+        for rows in self._query_rows(["id", "sha256"], page_size):
+            yield [(row["id"], row["sha256"]) for row in rows]
+
+    def iter_texts(self, page_size: int) -> Iterator[list[tuple[str, str, str]]]:
+        """Pages of (id, title, abstract) over the whole collection, for the lexical index.
+        The caller must drain or close() the generator."""
+        for rows in self._query_rows(["id", "title", "abstract"], page_size):
+            yield [(row["id"], row["title"], row["abstract"]) for row in rows]
+
+    def _query_rows(self, fields: list[str], page_size: int) -> Iterator[list[dict]]:
+        """Pages of rows over the whole collection, by a query iterator.
 
         Each iterator batch costs Milvus Lite a scan of the whole collection plus the rows it
         returns, so batches are fetched large (100k rows: 45 s in batches of 1,000, 12 s in
@@ -227,7 +241,7 @@ class PaperStore:
             self.collection,
             batch_size=max(page_size, ITERATOR_BATCH),
             filter="",
-            output_fields=["id", "sha256"],
+            output_fields=fields,
             consistency_level=STRONG,
         )
         try:
@@ -236,7 +250,7 @@ class PaperStore:
                 if not batch:
                     return
                 for start in range(0, len(batch), page_size):
-                    yield [(row["id"], row["sha256"]) for row in batch[start:start + page_size]]
+                    yield batch[start:start + page_size]
         finally:
             iterator.close()
 
@@ -249,6 +263,10 @@ class PaperStore:
             if self._hashes is not None:
                 self._hashes.update((row["id"], row["sha256"]) for row in chunk)
         return len(rows)
+
+    def flush(self) -> None:
+        """Seals written rows into indexed segments (see settle.py for why Lite needs it)."""
+        self.client.flush(self.collection)
 
     def delete(self, ids: Sequence[str]) -> int:
         existing = list(self.get(ids, include_vectors=False))

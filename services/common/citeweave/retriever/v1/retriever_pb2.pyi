@@ -12,9 +12,29 @@ class SelectionRule(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SELECTION_RULE_UNSPECIFIED: _ClassVar[SelectionRule]
     SELECTION_RULE_MMR: _ClassVar[SelectionRule]
     SELECTION_RULE_CITEGEIST_MIN: _ClassVar[SelectionRule]
+
+class SearchMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SEARCH_MODE_UNSPECIFIED: _ClassVar[SearchMode]
+    SEARCH_MODE_DENSE: _ClassVar[SearchMode]
+    SEARCH_MODE_LEXICAL: _ClassVar[SearchMode]
+    SEARCH_MODE_HYBRID: _ClassVar[SearchMode]
+
+class Fusion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FUSION_UNSPECIFIED: _ClassVar[Fusion]
+    FUSION_RRF: _ClassVar[Fusion]
+    FUSION_WEIGHTED: _ClassVar[Fusion]
 SELECTION_RULE_UNSPECIFIED: SelectionRule
 SELECTION_RULE_MMR: SelectionRule
 SELECTION_RULE_CITEGEIST_MIN: SelectionRule
+SEARCH_MODE_UNSPECIFIED: SearchMode
+SEARCH_MODE_DENSE: SearchMode
+SEARCH_MODE_LEXICAL: SearchMode
+SEARCH_MODE_HYBRID: SearchMode
+FUSION_UNSPECIFIED: Fusion
+FUSION_RRF: Fusion
+FUSION_WEIGHTED: Fusion
 
 class Paper(_message.Message):
     __slots__ = ("id", "title", "abstract", "authors", "year", "date", "categories", "topic", "sha256", "url")
@@ -61,23 +81,33 @@ class SearchFilter(_message.Message):
     def __init__(self, categories: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[int]] = ..., date_from: _Optional[str] = ..., date_to: _Optional[str] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("query_vector", "breadth", "diversity", "rule", "filter", "include_vectors")
+    __slots__ = ("query_vector", "breadth", "diversity", "rule", "filter", "include_vectors", "mode", "query_text", "fusion", "lexical_weight", "top_k")
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
     BREADTH_FIELD_NUMBER: _ClassVar[int]
     DIVERSITY_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    QUERY_TEXT_FIELD_NUMBER: _ClassVar[int]
+    FUSION_FIELD_NUMBER: _ClassVar[int]
+    LEXICAL_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
     query_vector: _containers.RepeatedScalarFieldContainer[float]
     breadth: int
     diversity: float
     rule: SelectionRule
     filter: SearchFilter
     include_vectors: bool
-    def __init__(self, query_vector: _Optional[_Iterable[float]] = ..., breadth: _Optional[int] = ..., diversity: _Optional[float] = ..., rule: _Optional[_Union[SelectionRule, str]] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., include_vectors: _Optional[bool] = ...) -> None: ...
+    mode: SearchMode
+    query_text: str
+    fusion: Fusion
+    lexical_weight: float
+    top_k: int
+    def __init__(self, query_vector: _Optional[_Iterable[float]] = ..., breadth: _Optional[int] = ..., diversity: _Optional[float] = ..., rule: _Optional[_Union[SelectionRule, str]] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., include_vectors: _Optional[bool] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., query_text: _Optional[str] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., lexical_weight: _Optional[float] = ..., top_k: _Optional[int] = ...) -> None: ...
 
 class ScoredPaper(_message.Message):
-    __slots__ = ("paper", "similarity", "selection_score", "rank", "candidate_rank", "reason", "vector", "max_similarity_to_selected")
+    __slots__ = ("paper", "similarity", "selection_score", "rank", "candidate_rank", "reason", "vector", "max_similarity_to_selected", "lexical_score", "relevance")
     PAPER_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
     SELECTION_SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +116,8 @@ class ScoredPaper(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
     MAX_SIMILARITY_TO_SELECTED_FIELD_NUMBER: _ClassVar[int]
+    LEXICAL_SCORE_FIELD_NUMBER: _ClassVar[int]
+    RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     paper: Paper
     similarity: float
     selection_score: float
@@ -94,10 +126,12 @@ class ScoredPaper(_message.Message):
     reason: str
     vector: _containers.RepeatedScalarFieldContainer[float]
     max_similarity_to_selected: float
-    def __init__(self, paper: _Optional[_Union[Paper, _Mapping]] = ..., similarity: _Optional[float] = ..., selection_score: _Optional[float] = ..., rank: _Optional[int] = ..., candidate_rank: _Optional[int] = ..., reason: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., max_similarity_to_selected: _Optional[float] = ...) -> None: ...
+    lexical_score: float
+    relevance: float
+    def __init__(self, paper: _Optional[_Union[Paper, _Mapping]] = ..., similarity: _Optional[float] = ..., selection_score: _Optional[float] = ..., rank: _Optional[int] = ..., candidate_rank: _Optional[int] = ..., reason: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., max_similarity_to_selected: _Optional[float] = ..., lexical_score: _Optional[float] = ..., relevance: _Optional[float] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("papers", "candidates_considered", "rule", "breadth", "diversity", "search_ms", "selection_ms")
+    __slots__ = ("papers", "candidates_considered", "rule", "breadth", "diversity", "search_ms", "selection_ms", "mode", "fusion", "lexical_weight", "lexical_ms")
     PAPERS_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_CONSIDERED_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +139,10 @@ class SearchResponse(_message.Message):
     DIVERSITY_FIELD_NUMBER: _ClassVar[int]
     SEARCH_MS_FIELD_NUMBER: _ClassVar[int]
     SELECTION_MS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    FUSION_FIELD_NUMBER: _ClassVar[int]
+    LEXICAL_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    LEXICAL_MS_FIELD_NUMBER: _ClassVar[int]
     papers: _containers.RepeatedCompositeFieldContainer[ScoredPaper]
     candidates_considered: int
     rule: SelectionRule
@@ -112,7 +150,11 @@ class SearchResponse(_message.Message):
     diversity: float
     search_ms: float
     selection_ms: float
-    def __init__(self, papers: _Optional[_Iterable[_Union[ScoredPaper, _Mapping]]] = ..., candidates_considered: _Optional[int] = ..., rule: _Optional[_Union[SelectionRule, str]] = ..., breadth: _Optional[int] = ..., diversity: _Optional[float] = ..., search_ms: _Optional[float] = ..., selection_ms: _Optional[float] = ...) -> None: ...
+    mode: SearchMode
+    fusion: Fusion
+    lexical_weight: float
+    lexical_ms: float
+    def __init__(self, papers: _Optional[_Iterable[_Union[ScoredPaper, _Mapping]]] = ..., candidates_considered: _Optional[int] = ..., rule: _Optional[_Union[SelectionRule, str]] = ..., breadth: _Optional[int] = ..., diversity: _Optional[float] = ..., search_ms: _Optional[float] = ..., selection_ms: _Optional[float] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., lexical_weight: _Optional[float] = ..., lexical_ms: _Optional[float] = ...) -> None: ...
 
 class CandidateVector(_message.Message):
     __slots__ = ("values",)
@@ -217,17 +259,23 @@ class StatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("paper_count", "dimension", "collection", "store_kind", "index_type", "metric_type")
+    __slots__ = ("paper_count", "dimension", "collection", "store_kind", "index_type", "metric_type", "lexical_documents", "lexical_stale", "lexical_enabled")
     PAPER_COUNT_FIELD_NUMBER: _ClassVar[int]
     DIMENSION_FIELD_NUMBER: _ClassVar[int]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     STORE_KIND_FIELD_NUMBER: _ClassVar[int]
     INDEX_TYPE_FIELD_NUMBER: _ClassVar[int]
     METRIC_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LEXICAL_DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    LEXICAL_STALE_FIELD_NUMBER: _ClassVar[int]
+    LEXICAL_ENABLED_FIELD_NUMBER: _ClassVar[int]
     paper_count: int
     dimension: int
     collection: str
     store_kind: str
     index_type: str
     metric_type: str
-    def __init__(self, paper_count: _Optional[int] = ..., dimension: _Optional[int] = ..., collection: _Optional[str] = ..., store_kind: _Optional[str] = ..., index_type: _Optional[str] = ..., metric_type: _Optional[str] = ...) -> None: ...
+    lexical_documents: int
+    lexical_stale: bool
+    lexical_enabled: bool
+    def __init__(self, paper_count: _Optional[int] = ..., dimension: _Optional[int] = ..., collection: _Optional[str] = ..., store_kind: _Optional[str] = ..., index_type: _Optional[str] = ..., metric_type: _Optional[str] = ..., lexical_documents: _Optional[int] = ..., lexical_stale: _Optional[bool] = ..., lexical_enabled: _Optional[bool] = ...) -> None: ...

@@ -79,7 +79,8 @@ class RetrieverServiceServicer:
     """
 
     def Search(self, request, context):
-        """Top 6*breadth by cosine, then 3*breadth chosen greedily by the selection rule.
+        """Top 6*breadth candidates (by cosine, by BM25, or both fused; see SearchMode), then
+        3*breadth chosen greedily by the selection rule.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
