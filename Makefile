@@ -29,10 +29,13 @@ up: install
 test: install
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 
+# Every benchmark (each `citeweave bench NAME --json`), then docs/bench/latest.json, the plots in
+# docs/img/ and the generated section of docs/performance.md. ~30 min on 2 cores. Options go in
+# BENCH_ARGS, e.g. the 1M-vector point (~35 min on its own, kept by later runs):
+#   make bench BENCH_ARGS="--only retriever --stores server --sizes 1M"
+BENCH_ARGS ?=
 bench: install
-	$(VENV)/bin/citeweave bench embedder --json
-	$(VENV)/bin/citeweave bench retriever --json
-	$(VENV)/bin/citeweave bench sync --json
+	$(VENV)/bin/citeweave bench all --json $(BENCH_ARGS)
 
 protos: $(VENV)/.installed
 	$(PY) scripts/gen_protos.py

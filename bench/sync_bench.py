@@ -42,14 +42,15 @@ The source is the arXiv file at `SOURCE` (74,728 real cs records, Kaggle format)
 `projections` turns the measured rates into hours for the arXiv two-week update (`UPDATE_RECORDS`
 new or changed records found by a scan of the full `FULL_CORPUS` snapshot) and for a full build
 of `FULL_CORPUS` records, on this machine. Machine load is logged with each step.
-`citeweave bench sync --json` prints the dict `run()` returns.
+`citeweave bench sync --json` prints the dict `run()` returns as the last line of stdout; the
+rates are its `*_records_per_s` keys (import, no-change with and without the line cache and its
+baseline, changed end to end and marginal and their per-record baseline).
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import os
 import sys
 import tempfile
@@ -59,6 +60,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from bench.output import emit
 from citeweave.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from citeweave.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from citeweave.sync.v1 import sync_pb2, sync_pb2_grpc
@@ -498,8 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, default=SOURCE)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     args = parser.parse_args(argv)
-    print(json.dumps(run(model=args.model, n_changed=args.n_changed, repeats=args.repeats,
-                         n_records=args.records, rounds=args.rounds, source=args.source)))
+    emit(run(model=args.model, n_changed=args.n_changed, repeats=args.repeats,
+             n_records=args.records, rounds=args.rounds, source=args.source))
     return 0
 
 

@@ -265,21 +265,57 @@ def demo(
 
 @app.command()
 def bench(
-    name: Annotated[str, typer.Argument(help="embedder, retriever or sync.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    name: Annotated[str, typer.Argument(help="embedder, retriever, sync, or all.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object, as the last line of stdout.")
+    ] = False,
+    quick: Annotated[
+        bool,
+        typer.Option("--quick", help="Small runs for development (figures not comparable); "
+                     "`all` then writes under var/bench/quick/, not docs/."),
+    ] = False,
+    sizes: Annotated[
+        Optional[str],
+        typer.Option(help="retriever: corpus sizes, e.g. 10k,100k,1M (default 10k,100k)."),
+    ] = None,
+    stores: Annotated[
+        Optional[str], typer.Option(help="retriever: lite, server or lite,server (default both).")
+    ] = None,
+    batch_sizes: Annotated[
+        Optional[str],
+        typer.Option(help="embedder: batch sizes of the sweep, e.g. 1,4,16; 'none' skips it."),
+    ] = None,
+    only: Annotated[
+        Optional[str], typer.Option(help="all: run only these, e.g. embedder,sync.")
+    ] = None,
 ) -> None:
-    """Run a benchmark against its baseline in one run and print the ratio."""
-    if name == "embedder":
-        from bench.embedder_bench import run
-    elif name == "retriever":
-        from bench.retriever_bench import run
-    elif name == "sync":
-        from bench.sync_bench import run
+    """Run a benchmark against its baseline in one run and print the ratio; `all` runs every one,
+    saves docs/bench/latest.json, draws docs/img/bench-*.png and updates docs/performance.md."""
+    from bench import run_all
+    from bench.embedder_bench import parse_batch_sizes
+    from bench.output import dumps
+    from bench.retriever_bench import parse_sizes, parse_stores
+
+    try:
+        # Parsed here so a typo fails at once, not after half an hour of other benchmarks.
+        size_list = parse_sizes(sizes) if sizes else None
+        store_list = parse_stores(stores) if stores else None
+        batch_list = parse_batch_sizes(batch_sizes) if batch_sizes is not None else None
+        if name == "all":
+            names = run_all.parse_only(only)
+        else:
+            kwargs = run_all.bench_kwargs(name, quick, size_list, store_list, batch_list)
+    except ValueError as exc:
+        _fail(str(exc))
+    if name == "all":
+        result = run_all.run(names, quick, sizes, stores, batch_sizes)
     else:
-        _fail(f"unknown benchmark {name!r}; choose embedder, retriever or sync")
-    result = run()
+        result = run_all.run_one(name, **kwargs)
     if as_json:
-        print(json.dumps(result))
+        print(dumps(result), flush=True)
+    elif name == "all":
+        for kind, path in result["written"].items():
+            print(f"{kind:>8}: {path}")
     else:
         for key, value in result.items():
             print(f"{key:>28}: {value}")
