@@ -411,8 +411,12 @@ class RetrieverApp:
         await self.call(self.store.flush)
 
     async def read_texts(self) -> list[tuple[str, str, str]]:
-        """Every (id, title, abstract) of the store; pages are read on the store thread, so
-        searches run between them."""
+        """Every (id, title, abstract) of the store: a copy of Lite's in-memory mirror (taken on
+        the store thread, so no write lands mid-copy), or pages of a server's query iterator,
+        read on the store thread so searches run between them."""
+        in_memory = await self.call(self.store.texts_in_memory)
+        if in_memory is not None:
+            return in_memory
         pages = self.store.iter_texts(TEXT_PAGE_SIZE)
         rows: list[tuple[str, str, str]] = []
         try:

@@ -78,6 +78,10 @@ class PaperStore:
         # second instead of the ~9 s that paging Lite's query iterator takes. A server may have
         # other writers (replicas), so it is always asked.
         self._hashes: dict[str, str] | None = None
+        # Likewise (id -> (title, abstract)) for rebuilding the lexical index: reading 75k texts
+        # back through Lite's iterator holds the store thread for many seconds, and a sync's
+        # upserts queue behind it (import fell from ~940 to ~220 records/s in the benchmark).
+        self._texts: dict[str, tuple[str, str]] | None = None
 
     @property
     def client(self) -> MilvusClient:
@@ -100,7 +104,11 @@ class PaperStore:
             # A server keeps collections released after a restart; Lite loads on open.
             self.client.load_collection(self.collection)
             if self.kind == "milvus-lite":
-                self._hashes = {i: h for page in self._query_hashes(ITERATOR_BATCH) for i, h in page}
+                self._hashes, self._texts = {}, {}
+                for rows in self._query_rows(["id", "sha256", "title", "abstract"], ITERATOR_BATCH):
+                    for row in rows:
+                        self._hashes[row["id"]] = row["sha256"]
+                        self._texts[row["id"]] = (row["title"], row["abstract"])
         except BaseException:
             # Release Lite's directory lock so a corrected restart can open the store.
             self.close()
@@ -112,7 +120,7 @@ class PaperStore:
         )
 
     def close(self) -> None:
-        self._hashes = None
+        self._hashes = self._texts = None
         if self._client is not None:
             client, self._client = self._client, None
             client.close()
@@ -223,9 +231,15 @@ class PaperStore:
         for rows in self._query_rows(["id", "sha256"], page_size):
             yield [(row["id"], row["sha256"]) for row in rows]
 
+    def texts_in_memory(self) -> list[tuple[str, str, str]] | None:
+        """Every (id, title, abstract) from the Lite mirror (a copy), or None for a server."""
+        if self._texts is None:
+            return None
+        return [(i, title, abstract) for i, (title, abstract) in self._texts.items()]
+
     def iter_texts(self, page_size: int) -> Iterator[list[tuple[str, str, str]]]:
-        """Pages of (id, title, abstract) over the whole collection, for the lexical index.
-        The caller must drain or close() the generator."""
+        """Pages of (id, title, abstract) over the whole collection by a query iterator, for the
+        lexical index. The caller must drain or close() the generator."""
         for rows in self._query_rows(["id", "title", "abstract"], page_size):
             yield [(row["id"], row["title"], row["abstract"]) for row in rows]
 
@@ -262,6 +276,8 @@ class PaperStore:
             self.client.upsert(self.collection, chunk)
             if self._hashes is not None:
                 self._hashes.update((row["id"], row["sha256"]) for row in chunk)
+            if self._texts is not None:
+                self._texts.update((row["id"], (row["title"], row["abstract"])) for row in chunk)
         return len(rows)
 
     def flush(self) -> None:
@@ -276,4 +292,7 @@ class PaperStore:
             if self._hashes is not None:
                 for paper_id in chunk:
                     self._hashes.pop(paper_id, None)
+            if self._texts is not None:
+                for paper_id in chunk:
+                    self._texts.pop(paper_id, None)
         return len(existing)
