@@ -8,7 +8,7 @@ close; a server indexes sealed segments in the background, which is waited for),
 `Search` (dense, breadth 10, diversity 0.3, MMR) over gRPC from a client, as a caller sees it.
 
 Stores: `lite` is Milvus Lite in a fresh temporary directory (the embedded default); `server` is
-a real Milvus server (PyPI `milvus==2.3.5`) started for the run on 127.0.0.1 (bench/milvus_server.py),
+a real Milvus server (PyPI `milvus==2.3.5`) started for the run on 127.0.0.1 (services/common/milvus_server.py),
 or the one at `milvus_uri`, with a fresh collection per size, dropped afterwards. The default
 sizes are 10k and 100k on both stores; 1M is measured on the server only when asked for
 (`--sizes 1000000 --stores server`, ~35 min here): docs/performance.md says why.
@@ -324,7 +324,7 @@ def sweep(sizes: Sequence[int], stores: Sequence[str], dim: int = 768, queries: 
                 if milvus_uri:
                     uri = milvus_uri
                 else:
-                    from bench.milvus_server import running_server
+                    from services.common.milvus_server import running_server
 
                     _log("starting a Milvus server on 127.0.0.1")
                     uri = stack.enter_context(running_server())

@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import os
-import selectors
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from services.common.launcher import ServiceProcess, free_port
+from services.common.milvus_server import running_server
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-REPO = Path(__file__).resolve().parents[1]
 
 
 @contextmanager
@@ -54,49 +49,10 @@ def minilm_embedder(session_tmp) -> Iterator[ServiceProcess]:
         yield service
 
 
-MILVUS_START_TIMEOUT_S = 180
-
-
-def _wait_ready(process: subprocess.Popen, timeout_s: float) -> int:
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout_s
-    seen: list[str] = []
-    while time.monotonic() < deadline:
-        if not selector.select(timeout=1.0):
-            if process.poll() is not None:
-                break
-            continue
-        line = process.stdout.readline()
-        if not line:
-            break
-        seen.append(line.rstrip())
-        if line.startswith("READY "):
-            return int(line.split()[1])
-    raise RuntimeError(f"Milvus server did not start within {timeout_s:.0f}s:\n" + "\n".join(seen))
-
-
 @pytest.fixture(scope="session")
 def milvus_server_uri(tmp_path_factory) -> Iterator[str]:
     """A real Milvus server (PyPI `milvus==2.3.5`) on 127.0.0.1 for the session; tests use their
-    own collections. Skipped when the package is absent. Runs in its own process group, which is
-    killed at the end (the server's stop() is not clean)."""
+    own collections. Skipped when the package is absent."""
     pytest.importorskip("milvus", reason="needs the Milvus server package: pip install milvus==2.3.5")
-    base = tmp_path_factory.mktemp("milvus-server")
-    process = subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "milvus_server_process.py"), str(base)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )
-    try:
-        yield f"http://127.0.0.1:{_wait_ready(process, MILVUS_START_TIMEOUT_S)}"
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # the milvus binary, if it outlived its parent
-        except ProcessLookupError:
-            pass
-        process.wait()
+    with running_server(tmp_path_factory.mktemp("milvus-server")) as uri:
+        yield uri

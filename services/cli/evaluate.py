@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from services.cli.console import console, fail
 from services.cli.stack import unwind_on_sigterm
 from services.evaluation import beir
 from services.evaluation.retrieval_eval import (
@@ -17,12 +18,6 @@ from services.evaluation.retrieval_eval import (
 )
 
 eval_app = typer.Typer(no_args_is_help=True, help=__doc__)
-console = Console(stderr=True, soft_wrap=True)
-
-
-def _fail(message: str, code: int = 2) -> None:
-    console.print(f"[red]error:[/red] {message}")
-    raise typer.Exit(code)
 
 
 def _table(results: dict[str, dict[str, float]]) -> Table:
@@ -60,7 +55,7 @@ def retrieval(
     try:
         chosen = parse_methods(methods, diversity)
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc), code=2)
     cache = None if no_embedding_cache else (embedding_cache or default_embedding_cache())
     unwind_on_sigterm()
     options = EvalOptions(k=k, methods=chosen, model=model, embedding_cache=cache, log_dir=log_dir)
@@ -68,9 +63,9 @@ def retrieval(
         report = evaluate(dataset_dir, options, console,
                           on_method=lambda name: console.print(f"running {name} ..."))
     except beir.DatasetError as exc:
-        _fail(str(exc))
+        fail(str(exc), code=2)
     except (TimeoutError, RuntimeError) as exc:
-        _fail(str(exc), code=1)
+        fail(str(exc))
     console.print(
         f"{report.queries:,} queries over {report.stored:,} stored of {report.documents:,} "
         f"documents (sync failures: {report.sync_failed}); embedder: "

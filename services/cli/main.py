@@ -19,6 +19,8 @@ from rich.table import Table
 
 from citeweave.sync.v1 import sync_pb2
 from services.cli import sync as sync_client
+from services.cli.console import console
+from services.cli.console import fail as _fail
 from services.cli.evaluate import eval_app
 from services.cli.search import search_longlist
 from services.cli.stack import LocalStack, unwind_on_sigterm
@@ -28,8 +30,6 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 topics_app = typer.Typer(no_args_is_help=True, help="BERTopic topics of the stored papers.")
 app.add_typer(topics_app, name="topics")
 app.add_typer(eval_app, name="eval")
-# soft_wrap: an error message stays one line a person (or grep) can read whole.
-console = Console(stderr=True, soft_wrap=True)
 REPO = Path(__file__).resolve().parents[2]
 DEMO_CORPUS = REPO / "data" / "demo" / "sample-10k.jsonl.gz"
 DEFAULT_LOG_DIR = REPO / "var" / "logs"
@@ -42,11 +42,6 @@ RetrieverAddr = Annotated[
     str, typer.Option(envvar="CITEWEAVE_RETRIEVER_ADDR", help="Retriever host:port.")
 ]
 SyncAddr = Annotated[str, typer.Option(envvar="CITEWEAVE_SYNC_ADDR", help="Sync service host:port.")]
-
-
-def _fail(message: str) -> None:
-    console.print(f"[red]error:[/red] {message}")
-    raise typer.Exit(1)
 
 
 def _rpc_errors(func):

@@ -1,16 +1,17 @@
-"""A real Milvus server (PyPI `milvus==2.3.5`, a dev dependency) for the retriever benchmark.
+"""A real Milvus server (PyPI `milvus==2.3.5`, a dev dependency) for tests and benchmarks.
 
-Milvus Lite cannot hold a million vectors in benchmark time on two cores (docs/performance.md),
-so the size sweep can also run against a server started here, on 127.0.0.1 in a fresh temporary
-base directory, exactly as tests/milvus_server_process.py does for the tests.
+The tests that need a server and the retriever benchmark's size sweep (Milvus Lite cannot hold a
+million vectors in benchmark time on two cores) start one here, on 127.0.0.1 in a fresh base
+directory.
 
-`python -m bench.milvus_server BASE_DIR` runs the server until killed and prints `READY <port>`
+`python -m services.common.milvus_server BASE_DIR` runs the server until killed and prints `READY <port>`
 once it answers; `running_server()` starts that in its own process group and ends the whole group
 afterwards, because the server's own stop() is not clean.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import signal
@@ -23,6 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
+
+REPO = Path(__file__).resolve().parents[2]
 
 # Without these every component advertises the machine's external address, which is not
 # reachable here (DESIGN.md); 127.0.0.1 keeps all traffic local.
@@ -82,8 +85,11 @@ def _kill_group(process: subprocess.Popen) -> None:
 
 
 @contextmanager
-def running_server(timeout_s: float = START_TIMEOUT_S) -> Iterator[str]:
-    """A fresh Milvus server for the duration of the block; yields its http:// URI."""
+def running_server(
+    base_dir: Path | None = None, timeout_s: float = START_TIMEOUT_S
+) -> Iterator[str]:
+    """A fresh Milvus server for the duration of the block; yields its http:// URI. base_dir must
+    be new (restarting on a used one can wait ~60 s for stale sessions); default: a temporary one."""
     try:
         import milvus  # noqa: F401  (only to fail early with an actionable message)
     except ImportError as exc:
@@ -91,16 +97,19 @@ def running_server(timeout_s: float = START_TIMEOUT_S) -> Iterator[str]:
             "the Milvus server store needs the dev dependency milvus==2.3.5: "
             "pip install -e '.[dev]' (make install does)"
         ) from exc
-    # A fresh base directory per run: restarting on a used one can wait ~60 s for stale sessions.
-    with tempfile.TemporaryDirectory(prefix="citeweave-bench-milvus-") as base:
+    with contextlib.ExitStack() as stack:
+        if base_dir is None:
+            base_dir = Path(stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="citeweave-milvus-")
+            ))
         process = subprocess.Popen(
-            [sys.executable, "-m", "bench.milvus_server", base],
+            [sys.executable, "-m", "services.common.milvus_server", str(base_dir)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-            cwd=Path(__file__).resolve().parents[1],
+            cwd=REPO,
         )
         try:
             port = _wait_ready(process, timeout_s)
-            # Keep reading its output: a full pipe would block the server mid-benchmark.
+            # Keep reading its output: a full pipe would block the server mid-run.
             threading.Thread(target=_drain, args=(process.stdout,), daemon=True).start()
             yield f"http://127.0.0.1:{port}"
         finally:
