@@ -16,10 +16,11 @@ import numpy as np
 from citeweave.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from services.common.errors import FailedPrecondition, InvalidArgument, Unavailable, check_range
 from services.retriever import records
+from services.retriever.aggregation import aggregate, aggregation, query_matrix, relevance_name
 from services.retriever.fusion import Candidate, Fusion, fused_scores, scaled_to_best
 from services.retriever.lexical import LexicalSnapshot, document_text
 from services.retriever.peers import embedder_dimension
-from services.retriever.selection import Aggregation, select
+from services.retriever.selection import Aggregation, normalize_rows, select
 from services.retriever.settings import RetrieverSettings
 from services.retriever.settle import WriteSettler
 from services.retriever.store import VECTOR_FIELD, PaperStore
@@ -107,6 +108,19 @@ def _cosine(vector, query: np.ndarray | None) -> float:
     return float(vector @ query / ((np.linalg.norm(vector) * np.linalg.norm(query)) or 1.0))
 
 
+def _aggregate_over_queries(
+    candidates: dict[str, Candidate], queries: np.ndarray, how: int
+) -> dict[str, np.ndarray]:
+    """Sets each candidate's cosine to its aggregate over every query vector (not only those
+    whose search found it) and returns the per-query cosines by id."""
+    ids = list(candidates)
+    vectors = normalize_rows(np.asarray([candidates[i].row[VECTOR_FIELD] for i in ids]))
+    similarities = vectors @ queries.T
+    for paper_id, value in zip(ids, aggregate(similarities, how)):
+        candidates[paper_id].cosine = float(value)
+    return dict(zip(ids, similarities))
+
+
 def _check_ids(ids) -> list[str]:
     if any(not i for i in ids):
         raise InvalidArgument("ids must be non-empty strings")
@@ -128,9 +142,19 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
     async def Search(self, request, context):
         mode = _mode(request.mode)
         needs_vector = mode != retriever_pb2.SEARCH_MODE_LEXICAL
-        query = None
+        if request.query_vectors and mode != retriever_pb2.SEARCH_MODE_DENSE:
+            raise InvalidArgument(
+                "query_vectors work with SEARCH_MODE_DENSE only; for a lexical or hybrid search "
+                "send one query_vector and query_text"
+            )
+        how = aggregation(request.page_aggregation)
+        queries = None  # unit rows, one per query vector
         if needs_vector or request.query_vector:
-            query = records.check_vector(request.query_vector, self.store.dimension, "query_vector")
+            queries = query_matrix(
+                request.query_vector, request.query_vectors, self.store.dimension,
+                "the store's dimension is",
+            )
+        query = queries[0] if queries is not None and len(queries) == 1 else None
         text = _query_text(request.query_text, mode)
         lexical = self.app.lexical_snapshot() if mode != retriever_pb2.SEARCH_MODE_DENSE else None
         if request.top_k:
@@ -143,16 +167,26 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             picks_wanted = LONGLIST_PER_BREADTH * breadth
             candidate_count = CANDIDATES_PER_BREADTH * breadth
         diversity = _diversity(request.diversity)
-        rule, aggregation = _rule(request.rule)
+        rule, rule_aggregation = _rule(request.rule)
         fusion, lexical_weight = self._fusion(request)
         expression = records.filter_expression(request.filter)
 
         start = time.perf_counter()
         candidates: dict[str, Candidate] = {}
+        query_similarities: dict[str, np.ndarray] = {}
         if needs_vector:
-            hits = await self.app.call(self.store.search, query.tolist(), candidate_count, expression)
-            for rank, hit in enumerate(hits, start=1):
-                candidates[hit.row["id"]] = Candidate(hit.row, hit.similarity, dense_rank=rank)
+            per_query = await self.app.call(
+                self.store.search_many, queries.tolist(), candidate_count, expression
+            )
+            for hits in per_query:
+                for rank, hit in enumerate(hits, start=1):
+                    known = candidates.get(hit.row["id"])
+                    if known is None:
+                        candidates[hit.row["id"]] = Candidate(hit.row, hit.similarity, dense_rank=rank)
+                    else:
+                        known.dense_rank = min(known.dense_rank, rank)
+            if len(queries) > 1:
+                query_similarities = _aggregate_over_queries(candidates, queries, how)
         search_ms = _ms(start)
         lexical_ms = 0.0
         if lexical is not None:
@@ -169,8 +203,11 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         picks = []
         if ranked:
             vectors = np.asarray([c.row[VECTOR_FIELD] for c in ranked], dtype=np.float32)
-            picks = select(relevance, vectors, picks_wanted, diversity, aggregation,
-                           relevance_name=_RELEVANCE_NAMES[mode])
+            name = _RELEVANCE_NAMES[mode]
+            if mode == retriever_pb2.SEARCH_MODE_DENSE:
+                name = relevance_name(how, len(queries))
+            picks = select(relevance, vectors, picks_wanted, diversity, rule_aggregation,
+                           relevance_name=name)
         selection_ms = _ms(start)
 
         papers = []
@@ -188,6 +225,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
                     max_similarity_to_selected=pick.max_similarity_to_selected,
                     lexical_score=chosen.bm25,
                     relevance=pick.similarity,
+                    query_similarities=query_similarities.get(chosen.row["id"], ()),
                 )
             )
         hybrid = mode == retriever_pb2.SEARCH_MODE_HYBRID
@@ -203,6 +241,8 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             fusion=_FUSION_PB[fusion] if hybrid else retriever_pb2.FUSION_UNSPECIFIED,
             lexical_weight=lexical_weight if hybrid and fusion is Fusion.WEIGHTED else 0.0,
             lexical_ms=lexical_ms,
+            query_count=len(queries) if queries is not None else 0,
+            page_aggregation=how if queries is not None and len(queries) > 1 else 0,
         )
 
     def _fusion(self, request) -> tuple[Fusion, float]:
@@ -263,11 +303,11 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
     async def SelectPassages(self, request, context):
         check_range("k (depth)", request.k, DEPTH_MIN, DEPTH_MAX)
         diversity = _diversity(request.diversity)
-        _, aggregation = _rule(request.rule)
-        if not request.query_vector:
-            raise InvalidArgument("query_vector is empty")
-        dimension = len(request.query_vector)
-        query = records.check_vector(request.query_vector, dimension, "query_vector")
+        _, rule_aggregation = _rule(request.rule)
+        how = aggregation(request.aggregation)
+        queries = query_matrix(request.query_vector, request.query_vectors, None, "the first has")
+        dimension = queries.shape[1]
+        expected = "query_vector has" if request.query_vector else "query_vectors[0] has"
         if len(request.candidates) > MAX_PASSAGE_CANDIDATES:
             raise InvalidArgument(
                 f"at most {MAX_PASSAGE_CANDIDATES} candidates per request, "
@@ -276,12 +316,14 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         if not request.candidates:
             return retriever_pb2.SelectPassagesResponse()
         candidates = np.stack([
-            records.check_vector(c.values, dimension, f"candidates[{i}]", "query_vector has")
+            records.check_vector(c.values, dimension, f"candidates[{i}]", expected)
             for i, c in enumerate(request.candidates)
         ])
-        unit_query = query / np.linalg.norm(query)
-        unit = candidates / np.linalg.norm(candidates, axis=1, keepdims=True)
-        picks = select(unit @ unit_query, unit, int(request.k), diversity, aggregation)
+        unit = normalize_rows(candidates)
+        picks = select(
+            aggregate(unit @ queries.T, how), unit, int(request.k), diversity, rule_aggregation,
+            relevance_name=relevance_name(how, len(queries)),
+        )
         return retriever_pb2.SelectPassagesResponse(
             selections=[
                 retriever_pb2.Selection(

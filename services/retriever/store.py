@@ -170,22 +170,31 @@ class PaperStore:
     # -- reads ---------------------------------------------------------------------------------
 
     def search(self, vector: list[float], limit: int, expression: str) -> list[Hit]:
+        return self.search_many([vector], limit, expression)[0]
+
+    def search_many(
+        self, vectors: Sequence[list[float]], limit: int, expression: str
+    ) -> list[list[Hit]]:
+        """One search request for several query vectors (nq > 1): the hits of each, in order."""
         ef = max(self.settings.search_ef, limit)
         results = self.client.search(
             self.collection,
-            data=[vector],
+            data=list(vectors),
             limit=limit,
             filter=expression,
             output_fields=[*records.SCALAR_FIELDS, VECTOR_FIELD],
             search_params={"metric_type": METRIC, "params": {"ef": ef}},
             anns_field=VECTOR_FIELD,
         )
-        hits = []
-        for hit in results[0]:
-            row = dict(hit["entity"])
-            row["id"] = hit.id  # the primary key is reported as hit.id, not always in entity
-            hits.append(Hit(row=row, similarity=float(hit.distance)))
-        return hits
+        per_query = []
+        for result in results:
+            hits = []
+            for hit in result:
+                row = dict(hit["entity"])
+                row["id"] = hit.id  # the primary key is reported as hit.id, not always in entity
+                hits.append(Hit(row=row, similarity=float(hit.distance)))
+            per_query.append(hits)
+        return per_query
 
     def get(
         self, ids: Sequence[str], include_vectors: bool, expression: str = ""

@@ -24,31 +24,33 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"citeweave/fetcher/v1/fetcher.proto\x12\x14\x63iteweave.fetcher.v1\"\x1f\n\x11\x46\x65tchPaperRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\x80\x01\n\rPaperMetadata\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x10\n\x08\x61\x62stract\x18\x03 \x01(\t\x12\x0f\n\x07\x61uthors\x18\x04 \x03(\t\x12\x0c\n\x04year\x18\x05 \x01(\x05\x12\x12\n\ncategories\x18\x06 \x03(\t\x12\x0f\n\x07pdf_url\x18\x07 \x01(\t\"$\n\x04Page\x12\x0e\n\x06number\x18\x01 \x01(\r\x12\x0c\n\x04text\x18\x02 \x01(\t\"|\n\x0b\x44roppedPart\x12\x13\n\x0bpage_number\x18\x01 \x01(\r\x12\x30\n\x06reason\x18\x02 \x01(\x0e\x32 .citeweave.fetcher.v1.DropReason\x12\x0f\n\x07heading\x18\x03 \x01(\t\x12\x15\n\rdropped_chars\x18\x04 \x01(\r\"\xa8\x02\n\x12\x46\x65tchPaperResponse\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32#.citeweave.fetcher.v1.PaperMetadata\x12)\n\x05pages\x18\x02 \x03(\x0b\x32\x1a.citeweave.fetcher.v1.Page\x12\x38\n\rdropped_parts\x18\x03 \x03(\x0b\x32!.citeweave.fetcher.v1.DroppedPart\x12\x35\n\x0btext_source\x18\x04 \x01(\x0e\x32 .citeweave.fetcher.v1.TextSource\x12\x17\n\x0f\x66\x61llback_reason\x18\x05 \x01(\t\x12\x12\n\npage_count\x18\x06 \x01(\r\x12\x12\n\nfrom_cache\x18\x07 \x01(\x08\"2\n\x11\x45xtractPdfRequest\x12\x0b\n\x03pdf\x18\x01 \x01(\x0c\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\"\x9c\x01\n\x12\x45xtractPdfResponse\x12)\n\x05pages\x18\x01 \x03(\x0b\x32\x1a.citeweave.fetcher.v1.Page\x12\x38\n\rdropped_parts\x18\x02 \x03(\x0b\x32!.citeweave.fetcher.v1.DroppedPart\x12\x12\n\npage_count\x18\x03 \x01(\r\x12\r\n\x05title\x18\x04 \x01(\t*\xb7\x01\n\nDropReason\x12\x1b\n\x17\x44ROP_REASON_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x44ROP_REASON_REFERENCES\x10\x01\x12\x18\n\x14\x44ROP_REASON_APPENDIX\x10\x02\x12 \n\x1c\x44ROP_REASON_ACKNOWLEDGEMENTS\x10\x03\x12\x1d\n\x19\x44ROP_REASON_SUPPLEMENTARY\x10\x04\x12\x15\n\x11\x44ROP_REASON_EMPTY\x10\x05*c\n\nTextSource\x12\x1b\n\x17TEXT_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n\x15TEXT_SOURCE_FULL_TEXT\x10\x01\x12\x1d\n\x19TEXT_SOURCE_ABSTRACT_ONLY\x10\x02\x32\xd2\x01\n\x0e\x46\x65tcherService\x12_\n\nFetchPaper\x12\'.citeweave.fetcher.v1.FetchPaperRequest\x1a(.citeweave.fetcher.v1.FetchPaperResponse\x12_\n\nExtractPdf\x12\'.citeweave.fetcher.v1.ExtractPdfRequest\x1a(.citeweave.fetcher.v1.ExtractPdfResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"citeweave/fetcher/v1/fetcher.proto\x12\x14\x63iteweave.fetcher.v1\"6\n\x11\x46\x65tchPaperRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x15\n\rskip_metadata\x18\x02 \x01(\x08\"\x80\x01\n\rPaperMetadata\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x10\n\x08\x61\x62stract\x18\x03 \x01(\t\x12\x0f\n\x07\x61uthors\x18\x04 \x03(\t\x12\x0c\n\x04year\x18\x05 \x01(\x05\x12\x12\n\ncategories\x18\x06 \x03(\t\x12\x0f\n\x07pdf_url\x18\x07 \x01(\t\"5\n\x04Page\x12\x0e\n\x06number\x18\x01 \x01(\r\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x0f\n\x07partial\x18\x03 \x01(\x08\"|\n\x0b\x44roppedPart\x12\x13\n\x0bpage_number\x18\x01 \x01(\r\x12\x30\n\x06reason\x18\x02 \x01(\x0e\x32 .citeweave.fetcher.v1.DropReason\x12\x0f\n\x07heading\x18\x03 \x01(\t\x12\x15\n\rdropped_chars\x18\x04 \x01(\r\"\xa1\x03\n\x12\x46\x65tchPaperResponse\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32#.citeweave.fetcher.v1.PaperMetadata\x12)\n\x05pages\x18\x02 \x03(\x0b\x32\x1a.citeweave.fetcher.v1.Page\x12\x38\n\rdropped_parts\x18\x03 \x03(\x0b\x32!.citeweave.fetcher.v1.DroppedPart\x12\x35\n\x0btext_source\x18\x04 \x01(\x0e\x32 .citeweave.fetcher.v1.TextSource\x12\x17\n\x0f\x66\x61llback_reason\x18\x05 \x01(\t\x12\x12\n\npage_count\x18\x06 \x01(\r\x12\x12\n\nfrom_cache\x18\x07 \x01(\x08\x12;\n\x0e\x66\x61llback_cause\x18\x08 \x01(\x0e\x32#.citeweave.fetcher.v1.FallbackCause\x12\x11\n\tpdf_bytes\x18\t \x01(\x04\x12\x13\n\x0b\x64ownload_ms\x18\n \x01(\x02\x12\x12\n\nextract_ms\x18\x0b \x01(\x02\"2\n\x11\x45xtractPdfRequest\x12\x0b\n\x03pdf\x18\x01 \x01(\x0c\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\"\xb0\x01\n\x12\x45xtractPdfResponse\x12)\n\x05pages\x18\x01 \x03(\x0b\x32\x1a.citeweave.fetcher.v1.Page\x12\x38\n\rdropped_parts\x18\x02 \x03(\x0b\x32!.citeweave.fetcher.v1.DroppedPart\x12\x12\n\npage_count\x18\x03 \x01(\r\x12\r\n\x05title\x18\x04 \x01(\t\x12\x12\n\nextract_ms\x18\x05 \x01(\x02*\xb7\x01\n\nDropReason\x12\x1b\n\x17\x44ROP_REASON_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x44ROP_REASON_REFERENCES\x10\x01\x12\x18\n\x14\x44ROP_REASON_APPENDIX\x10\x02\x12 \n\x1c\x44ROP_REASON_ACKNOWLEDGEMENTS\x10\x03\x12\x1d\n\x19\x44ROP_REASON_SUPPLEMENTARY\x10\x04\x12\x15\n\x11\x44ROP_REASON_EMPTY\x10\x05*c\n\nTextSource\x12\x1b\n\x17TEXT_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n\x15TEXT_SOURCE_FULL_TEXT\x10\x01\x12\x1d\n\x19TEXT_SOURCE_ABSTRACT_ONLY\x10\x02*\xbf\x02\n\rFallbackCause\x12\x1e\n\x1a\x46\x41LLBACK_CAUSE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x46\x41LLBACK_CAUSE_NOT_FOUND\x10\x01\x12\x1a\n\x16\x46\x41LLBACK_CAUSE_TIMEOUT\x10\x02\x12\x1e\n\x1a\x46\x41LLBACK_CAUSE_UNAVAILABLE\x10\x03\x12\x1a\n\x16\x46\x41LLBACK_CAUSE_NOT_PDF\x10\x04\x12\x1c\n\x18\x46\x41LLBACK_CAUSE_ENCRYPTED\x10\x05\x12\x1c\n\x18\x46\x41LLBACK_CAUSE_TOO_LARGE\x10\x06\x12!\n\x1d\x46\x41LLBACK_CAUSE_TOO_MANY_PAGES\x10\x07\x12\x1a\n\x16\x46\x41LLBACK_CAUSE_NO_TEXT\x10\x08\x12\x1d\n\x19\x46\x41LLBACK_CAUSE_UNREADABLE\x10\t2\xd2\x01\n\x0e\x46\x65tcherService\x12_\n\nFetchPaper\x12\'.citeweave.fetcher.v1.FetchPaperRequest\x1a(.citeweave.fetcher.v1.FetchPaperResponse\x12_\n\nExtractPdf\x12\'.citeweave.fetcher.v1.ExtractPdfRequest\x1a(.citeweave.fetcher.v1.ExtractPdfResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'citeweave.fetcher.v1.fetcher_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DROPREASON']._serialized_start=899
-  _globals['_DROPREASON']._serialized_end=1082
-  _globals['_TEXTSOURCE']._serialized_start=1084
-  _globals['_TEXTSOURCE']._serialized_end=1183
+  _globals['_DROPREASON']._serialized_start=1080
+  _globals['_DROPREASON']._serialized_end=1263
+  _globals['_TEXTSOURCE']._serialized_start=1265
+  _globals['_TEXTSOURCE']._serialized_end=1364
+  _globals['_FALLBACKCAUSE']._serialized_start=1367
+  _globals['_FALLBACKCAUSE']._serialized_end=1686
   _globals['_FETCHPAPERREQUEST']._serialized_start=60
-  _globals['_FETCHPAPERREQUEST']._serialized_end=91
-  _globals['_PAPERMETADATA']._serialized_start=94
-  _globals['_PAPERMETADATA']._serialized_end=222
-  _globals['_PAGE']._serialized_start=224
-  _globals['_PAGE']._serialized_end=260
-  _globals['_DROPPEDPART']._serialized_start=262
-  _globals['_DROPPEDPART']._serialized_end=386
-  _globals['_FETCHPAPERRESPONSE']._serialized_start=389
-  _globals['_FETCHPAPERRESPONSE']._serialized_end=685
-  _globals['_EXTRACTPDFREQUEST']._serialized_start=687
-  _globals['_EXTRACTPDFREQUEST']._serialized_end=737
-  _globals['_EXTRACTPDFRESPONSE']._serialized_start=740
-  _globals['_EXTRACTPDFRESPONSE']._serialized_end=896
-  _globals['_FETCHERSERVICE']._serialized_start=1186
-  _globals['_FETCHERSERVICE']._serialized_end=1396
+  _globals['_FETCHPAPERREQUEST']._serialized_end=114
+  _globals['_PAPERMETADATA']._serialized_start=117
+  _globals['_PAPERMETADATA']._serialized_end=245
+  _globals['_PAGE']._serialized_start=247
+  _globals['_PAGE']._serialized_end=300
+  _globals['_DROPPEDPART']._serialized_start=302
+  _globals['_DROPPEDPART']._serialized_end=426
+  _globals['_FETCHPAPERRESPONSE']._serialized_start=429
+  _globals['_FETCHPAPERRESPONSE']._serialized_end=846
+  _globals['_EXTRACTPDFREQUEST']._serialized_start=848
+  _globals['_EXTRACTPDFREQUEST']._serialized_end=898
+  _globals['_EXTRACTPDFRESPONSE']._serialized_start=901
+  _globals['_EXTRACTPDFRESPONSE']._serialized_end=1077
+  _globals['_FETCHERSERVICE']._serialized_start=1689
+  _globals['_FETCHERSERVICE']._serialized_end=1899
 # @@protoc_insertion_point(module_scope)

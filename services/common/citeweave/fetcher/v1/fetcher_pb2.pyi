@@ -21,6 +21,19 @@ class TextSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TEXT_SOURCE_UNSPECIFIED: _ClassVar[TextSource]
     TEXT_SOURCE_FULL_TEXT: _ClassVar[TextSource]
     TEXT_SOURCE_ABSTRACT_ONLY: _ClassVar[TextSource]
+
+class FallbackCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FALLBACK_CAUSE_UNSPECIFIED: _ClassVar[FallbackCause]
+    FALLBACK_CAUSE_NOT_FOUND: _ClassVar[FallbackCause]
+    FALLBACK_CAUSE_TIMEOUT: _ClassVar[FallbackCause]
+    FALLBACK_CAUSE_UNAVAILABLE: _ClassVar[FallbackCause]
+    FALLBACK_CAUSE_NOT_PDF: _ClassVar[FallbackCause]
+    FALLBACK_CAUSE_ENCRYPTED: _ClassVar[FallbackCause]
+    FALLBACK_CAUSE_TOO_LARGE: _ClassVar[FallbackCause]
+    FALLBACK_CAUSE_TOO_MANY_PAGES: _ClassVar[FallbackCause]
+    FALLBACK_CAUSE_NO_TEXT: _ClassVar[FallbackCause]
+    FALLBACK_CAUSE_UNREADABLE: _ClassVar[FallbackCause]
 DROP_REASON_UNSPECIFIED: DropReason
 DROP_REASON_REFERENCES: DropReason
 DROP_REASON_APPENDIX: DropReason
@@ -30,12 +43,24 @@ DROP_REASON_EMPTY: DropReason
 TEXT_SOURCE_UNSPECIFIED: TextSource
 TEXT_SOURCE_FULL_TEXT: TextSource
 TEXT_SOURCE_ABSTRACT_ONLY: TextSource
+FALLBACK_CAUSE_UNSPECIFIED: FallbackCause
+FALLBACK_CAUSE_NOT_FOUND: FallbackCause
+FALLBACK_CAUSE_TIMEOUT: FallbackCause
+FALLBACK_CAUSE_UNAVAILABLE: FallbackCause
+FALLBACK_CAUSE_NOT_PDF: FallbackCause
+FALLBACK_CAUSE_ENCRYPTED: FallbackCause
+FALLBACK_CAUSE_TOO_LARGE: FallbackCause
+FALLBACK_CAUSE_TOO_MANY_PAGES: FallbackCause
+FALLBACK_CAUSE_NO_TEXT: FallbackCause
+FALLBACK_CAUSE_UNREADABLE: FallbackCause
 
 class FetchPaperRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "skip_metadata")
     ID_FIELD_NUMBER: _ClassVar[int]
+    SKIP_METADATA_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    skip_metadata: bool
+    def __init__(self, id: _Optional[str] = ..., skip_metadata: _Optional[bool] = ...) -> None: ...
 
 class PaperMetadata(_message.Message):
     __slots__ = ("id", "title", "abstract", "authors", "year", "categories", "pdf_url")
@@ -56,12 +81,14 @@ class PaperMetadata(_message.Message):
     def __init__(self, id: _Optional[str] = ..., title: _Optional[str] = ..., abstract: _Optional[str] = ..., authors: _Optional[_Iterable[str]] = ..., year: _Optional[int] = ..., categories: _Optional[_Iterable[str]] = ..., pdf_url: _Optional[str] = ...) -> None: ...
 
 class Page(_message.Message):
-    __slots__ = ("number", "text")
+    __slots__ = ("number", "text", "partial")
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_FIELD_NUMBER: _ClassVar[int]
     number: int
     text: str
-    def __init__(self, number: _Optional[int] = ..., text: _Optional[str] = ...) -> None: ...
+    partial: bool
+    def __init__(self, number: _Optional[int] = ..., text: _Optional[str] = ..., partial: _Optional[bool] = ...) -> None: ...
 
 class DroppedPart(_message.Message):
     __slots__ = ("page_number", "reason", "heading", "dropped_chars")
@@ -76,7 +103,7 @@ class DroppedPart(_message.Message):
     def __init__(self, page_number: _Optional[int] = ..., reason: _Optional[_Union[DropReason, str]] = ..., heading: _Optional[str] = ..., dropped_chars: _Optional[int] = ...) -> None: ...
 
 class FetchPaperResponse(_message.Message):
-    __slots__ = ("metadata", "pages", "dropped_parts", "text_source", "fallback_reason", "page_count", "from_cache")
+    __slots__ = ("metadata", "pages", "dropped_parts", "text_source", "fallback_reason", "page_count", "from_cache", "fallback_cause", "pdf_bytes", "download_ms", "extract_ms")
     METADATA_FIELD_NUMBER: _ClassVar[int]
     PAGES_FIELD_NUMBER: _ClassVar[int]
     DROPPED_PARTS_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +111,10 @@ class FetchPaperResponse(_message.Message):
     FALLBACK_REASON_FIELD_NUMBER: _ClassVar[int]
     PAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     FROM_CACHE_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_CAUSE_FIELD_NUMBER: _ClassVar[int]
+    PDF_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DOWNLOAD_MS_FIELD_NUMBER: _ClassVar[int]
+    EXTRACT_MS_FIELD_NUMBER: _ClassVar[int]
     metadata: PaperMetadata
     pages: _containers.RepeatedCompositeFieldContainer[Page]
     dropped_parts: _containers.RepeatedCompositeFieldContainer[DroppedPart]
@@ -91,7 +122,11 @@ class FetchPaperResponse(_message.Message):
     fallback_reason: str
     page_count: int
     from_cache: bool
-    def __init__(self, metadata: _Optional[_Union[PaperMetadata, _Mapping]] = ..., pages: _Optional[_Iterable[_Union[Page, _Mapping]]] = ..., dropped_parts: _Optional[_Iterable[_Union[DroppedPart, _Mapping]]] = ..., text_source: _Optional[_Union[TextSource, str]] = ..., fallback_reason: _Optional[str] = ..., page_count: _Optional[int] = ..., from_cache: _Optional[bool] = ...) -> None: ...
+    fallback_cause: FallbackCause
+    pdf_bytes: int
+    download_ms: float
+    extract_ms: float
+    def __init__(self, metadata: _Optional[_Union[PaperMetadata, _Mapping]] = ..., pages: _Optional[_Iterable[_Union[Page, _Mapping]]] = ..., dropped_parts: _Optional[_Iterable[_Union[DroppedPart, _Mapping]]] = ..., text_source: _Optional[_Union[TextSource, str]] = ..., fallback_reason: _Optional[str] = ..., page_count: _Optional[int] = ..., from_cache: _Optional[bool] = ..., fallback_cause: _Optional[_Union[FallbackCause, str]] = ..., pdf_bytes: _Optional[int] = ..., download_ms: _Optional[float] = ..., extract_ms: _Optional[float] = ...) -> None: ...
 
 class ExtractPdfRequest(_message.Message):
     __slots__ = ("pdf", "filename")
@@ -102,13 +137,15 @@ class ExtractPdfRequest(_message.Message):
     def __init__(self, pdf: _Optional[bytes] = ..., filename: _Optional[str] = ...) -> None: ...
 
 class ExtractPdfResponse(_message.Message):
-    __slots__ = ("pages", "dropped_parts", "page_count", "title")
+    __slots__ = ("pages", "dropped_parts", "page_count", "title", "extract_ms")
     PAGES_FIELD_NUMBER: _ClassVar[int]
     DROPPED_PARTS_FIELD_NUMBER: _ClassVar[int]
     PAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
+    EXTRACT_MS_FIELD_NUMBER: _ClassVar[int]
     pages: _containers.RepeatedCompositeFieldContainer[Page]
     dropped_parts: _containers.RepeatedCompositeFieldContainer[DroppedPart]
     page_count: int
     title: str
-    def __init__(self, pages: _Optional[_Iterable[_Union[Page, _Mapping]]] = ..., dropped_parts: _Optional[_Iterable[_Union[DroppedPart, _Mapping]]] = ..., page_count: _Optional[int] = ..., title: _Optional[str] = ...) -> None: ...
+    extract_ms: float
+    def __init__(self, pages: _Optional[_Iterable[_Union[Page, _Mapping]]] = ..., dropped_parts: _Optional[_Iterable[_Union[DroppedPart, _Mapping]]] = ..., page_count: _Optional[int] = ..., title: _Optional[str] = ..., extract_ms: _Optional[float] = ...) -> None: ...

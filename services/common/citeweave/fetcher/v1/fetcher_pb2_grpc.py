@@ -27,7 +27,8 @@ if _version_not_supported:
 
 class FetcherServiceStub:
     """Paper metadata and full text: PDF download (arXiv, a mirror or a local directory), page text
-    extraction and page filtering (references, appendices, acknowledgements dropped by heading).
+    extraction and page filtering (references, appendices, acknowledgements dropped by heading,
+    wherever on a page the heading stands).
     """
 
     def __init__(self, channel):
@@ -50,17 +51,24 @@ class FetcherServiceStub:
 
 class FetcherServiceServicer:
     """Paper metadata and full text: PDF download (arXiv, a mirror or a local directory), page text
-    extraction and page filtering (references, appendices, acknowledgements dropped by heading).
+    extraction and page filtering (references, appendices, acknowledgements dropped by heading,
+    wherever on a page the heading stands).
     """
 
     def FetchPaper(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Metadata (arXiv API) and the kept pages of one paper. A PDF that cannot be had (404, timeout,
+        not a PDF, encrypted, too large, no text) is not an error: the response says ABSTRACT_ONLY and
+        why, so a pipeline goes on with the abstract. INVALID_ARGUMENT for a malformed id, NOT_FOUND
+        for an id the arXiv API does not know.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ExtractPdf(self, request, context):
-        """The same extraction and filtering for an uploaded PDF (e.g. the user's own paper).
+        """The same extraction and filtering for an uploaded PDF (e.g. the user's own paper). A PDF that
+        cannot be read (not a PDF, encrypted, no pages, no text layer, over the size or page limit,
+        extraction over its time limit) is INVALID_ARGUMENT with the reason.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -89,7 +97,8 @@ def add_FetcherServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class FetcherService:
     """Paper metadata and full text: PDF download (arXiv, a mirror or a local directory), page text
-    extraction and page filtering (references, appendices, acknowledgements dropped by heading).
+    extraction and page filtering (references, appendices, acknowledgements dropped by heading,
+    wherever on a page the heading stands).
     """
 
     @staticmethod

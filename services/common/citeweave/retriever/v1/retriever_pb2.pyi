@@ -20,6 +20,12 @@ class SearchMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SEARCH_MODE_LEXICAL: _ClassVar[SearchMode]
     SEARCH_MODE_HYBRID: _ClassVar[SearchMode]
 
+class PageAggregation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PAGE_AGGREGATION_UNSPECIFIED: _ClassVar[PageAggregation]
+    PAGE_AGGREGATION_SUM: _ClassVar[PageAggregation]
+    PAGE_AGGREGATION_MAX: _ClassVar[PageAggregation]
+
 class Fusion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     FUSION_UNSPECIFIED: _ClassVar[Fusion]
@@ -32,6 +38,9 @@ SEARCH_MODE_UNSPECIFIED: SearchMode
 SEARCH_MODE_DENSE: SearchMode
 SEARCH_MODE_LEXICAL: SearchMode
 SEARCH_MODE_HYBRID: SearchMode
+PAGE_AGGREGATION_UNSPECIFIED: PageAggregation
+PAGE_AGGREGATION_SUM: PageAggregation
+PAGE_AGGREGATION_MAX: PageAggregation
 FUSION_UNSPECIFIED: Fusion
 FUSION_RRF: Fusion
 FUSION_WEIGHTED: Fusion
@@ -81,7 +90,7 @@ class SearchFilter(_message.Message):
     def __init__(self, categories: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[int]] = ..., date_from: _Optional[str] = ..., date_to: _Optional[str] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("query_vector", "breadth", "diversity", "rule", "filter", "include_vectors", "mode", "query_text", "fusion", "lexical_weight", "top_k")
+    __slots__ = ("query_vector", "breadth", "diversity", "rule", "filter", "include_vectors", "mode", "query_text", "fusion", "lexical_weight", "top_k", "query_vectors", "page_aggregation")
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
     BREADTH_FIELD_NUMBER: _ClassVar[int]
     DIVERSITY_FIELD_NUMBER: _ClassVar[int]
@@ -93,6 +102,8 @@ class SearchRequest(_message.Message):
     FUSION_FIELD_NUMBER: _ClassVar[int]
     LEXICAL_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
+    QUERY_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_AGGREGATION_FIELD_NUMBER: _ClassVar[int]
     query_vector: _containers.RepeatedScalarFieldContainer[float]
     breadth: int
     diversity: float
@@ -104,10 +115,12 @@ class SearchRequest(_message.Message):
     fusion: Fusion
     lexical_weight: float
     top_k: int
-    def __init__(self, query_vector: _Optional[_Iterable[float]] = ..., breadth: _Optional[int] = ..., diversity: _Optional[float] = ..., rule: _Optional[_Union[SelectionRule, str]] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., include_vectors: _Optional[bool] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., query_text: _Optional[str] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., lexical_weight: _Optional[float] = ..., top_k: _Optional[int] = ...) -> None: ...
+    query_vectors: _containers.RepeatedCompositeFieldContainer[CandidateVector]
+    page_aggregation: PageAggregation
+    def __init__(self, query_vector: _Optional[_Iterable[float]] = ..., breadth: _Optional[int] = ..., diversity: _Optional[float] = ..., rule: _Optional[_Union[SelectionRule, str]] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., include_vectors: _Optional[bool] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., query_text: _Optional[str] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., lexical_weight: _Optional[float] = ..., top_k: _Optional[int] = ..., query_vectors: _Optional[_Iterable[_Union[CandidateVector, _Mapping]]] = ..., page_aggregation: _Optional[_Union[PageAggregation, str]] = ...) -> None: ...
 
 class ScoredPaper(_message.Message):
-    __slots__ = ("paper", "similarity", "selection_score", "rank", "candidate_rank", "reason", "vector", "max_similarity_to_selected", "lexical_score", "relevance")
+    __slots__ = ("paper", "similarity", "selection_score", "rank", "candidate_rank", "reason", "vector", "max_similarity_to_selected", "lexical_score", "relevance", "query_similarities")
     PAPER_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
     SELECTION_SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -118,6 +131,7 @@ class ScoredPaper(_message.Message):
     MAX_SIMILARITY_TO_SELECTED_FIELD_NUMBER: _ClassVar[int]
     LEXICAL_SCORE_FIELD_NUMBER: _ClassVar[int]
     RELEVANCE_FIELD_NUMBER: _ClassVar[int]
+    QUERY_SIMILARITIES_FIELD_NUMBER: _ClassVar[int]
     paper: Paper
     similarity: float
     selection_score: float
@@ -128,10 +142,11 @@ class ScoredPaper(_message.Message):
     max_similarity_to_selected: float
     lexical_score: float
     relevance: float
-    def __init__(self, paper: _Optional[_Union[Paper, _Mapping]] = ..., similarity: _Optional[float] = ..., selection_score: _Optional[float] = ..., rank: _Optional[int] = ..., candidate_rank: _Optional[int] = ..., reason: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., max_similarity_to_selected: _Optional[float] = ..., lexical_score: _Optional[float] = ..., relevance: _Optional[float] = ...) -> None: ...
+    query_similarities: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, paper: _Optional[_Union[Paper, _Mapping]] = ..., similarity: _Optional[float] = ..., selection_score: _Optional[float] = ..., rank: _Optional[int] = ..., candidate_rank: _Optional[int] = ..., reason: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., max_similarity_to_selected: _Optional[float] = ..., lexical_score: _Optional[float] = ..., relevance: _Optional[float] = ..., query_similarities: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("papers", "candidates_considered", "rule", "breadth", "diversity", "search_ms", "selection_ms", "mode", "fusion", "lexical_weight", "lexical_ms")
+    __slots__ = ("papers", "candidates_considered", "rule", "breadth", "diversity", "search_ms", "selection_ms", "mode", "fusion", "lexical_weight", "lexical_ms", "query_count", "page_aggregation")
     PAPERS_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_CONSIDERED_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
@@ -143,6 +158,8 @@ class SearchResponse(_message.Message):
     FUSION_FIELD_NUMBER: _ClassVar[int]
     LEXICAL_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     LEXICAL_MS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_AGGREGATION_FIELD_NUMBER: _ClassVar[int]
     papers: _containers.RepeatedCompositeFieldContainer[ScoredPaper]
     candidates_considered: int
     rule: SelectionRule
@@ -154,7 +171,9 @@ class SearchResponse(_message.Message):
     fusion: Fusion
     lexical_weight: float
     lexical_ms: float
-    def __init__(self, papers: _Optional[_Iterable[_Union[ScoredPaper, _Mapping]]] = ..., candidates_considered: _Optional[int] = ..., rule: _Optional[_Union[SelectionRule, str]] = ..., breadth: _Optional[int] = ..., diversity: _Optional[float] = ..., search_ms: _Optional[float] = ..., selection_ms: _Optional[float] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., lexical_weight: _Optional[float] = ..., lexical_ms: _Optional[float] = ...) -> None: ...
+    query_count: int
+    page_aggregation: PageAggregation
+    def __init__(self, papers: _Optional[_Iterable[_Union[ScoredPaper, _Mapping]]] = ..., candidates_considered: _Optional[int] = ..., rule: _Optional[_Union[SelectionRule, str]] = ..., breadth: _Optional[int] = ..., diversity: _Optional[float] = ..., search_ms: _Optional[float] = ..., selection_ms: _Optional[float] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., lexical_weight: _Optional[float] = ..., lexical_ms: _Optional[float] = ..., query_count: _Optional[int] = ..., page_aggregation: _Optional[_Union[PageAggregation, str]] = ...) -> None: ...
 
 class CandidateVector(_message.Message):
     __slots__ = ("values",)
@@ -163,18 +182,22 @@ class CandidateVector(_message.Message):
     def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class SelectPassagesRequest(_message.Message):
-    __slots__ = ("query_vector", "candidates", "k", "diversity", "rule")
+    __slots__ = ("query_vector", "candidates", "k", "diversity", "rule", "query_vectors", "aggregation")
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     K_FIELD_NUMBER: _ClassVar[int]
     DIVERSITY_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
+    QUERY_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATION_FIELD_NUMBER: _ClassVar[int]
     query_vector: _containers.RepeatedScalarFieldContainer[float]
     candidates: _containers.RepeatedCompositeFieldContainer[CandidateVector]
     k: int
     diversity: float
     rule: SelectionRule
-    def __init__(self, query_vector: _Optional[_Iterable[float]] = ..., candidates: _Optional[_Iterable[_Union[CandidateVector, _Mapping]]] = ..., k: _Optional[int] = ..., diversity: _Optional[float] = ..., rule: _Optional[_Union[SelectionRule, str]] = ...) -> None: ...
+    query_vectors: _containers.RepeatedCompositeFieldContainer[CandidateVector]
+    aggregation: PageAggregation
+    def __init__(self, query_vector: _Optional[_Iterable[float]] = ..., candidates: _Optional[_Iterable[_Union[CandidateVector, _Mapping]]] = ..., k: _Optional[int] = ..., diversity: _Optional[float] = ..., rule: _Optional[_Union[SelectionRule, str]] = ..., query_vectors: _Optional[_Iterable[_Union[CandidateVector, _Mapping]]] = ..., aggregation: _Optional[_Union[PageAggregation, str]] = ...) -> None: ...
 
 class Selection(_message.Message):
     __slots__ = ("index", "similarity", "selection_score", "reason")
