@@ -24,6 +24,8 @@ CLI = [sys.executable, "-m", "services.cli.main"]
 def stack_env(tmp_path_factory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("stack")
     embedder_port, retriever_port, sync_port = free_port(), free_port(), free_port()
+    fetcher_port = free_port()
+    (tmp / "pdfs").mkdir()
     return {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -33,6 +35,11 @@ def stack_env(tmp_path_factory) -> dict[str, str]:
         "CITEWEAVE_RETRIEVER_MILVUS_URI": str(tmp / "store.db"),
         "CITEWEAVE_EMBEDDER_ADDR": f"127.0.0.1:{embedder_port}",
         "CITEWEAVE_RETRIEVER_ADDR": f"127.0.0.1:{retriever_port}",
+        "CITEWEAVE_FETCHER_PORT": str(fetcher_port),
+        "CITEWEAVE_FETCHER_ADDR": f"127.0.0.1:{fetcher_port}",
+        "CITEWEAVE_FETCHER_CACHE_DIR": str(tmp / "pdf-cache"),
+        # An empty local PDF directory: nothing here may reach arxiv.org.
+        "CITEWEAVE_FETCHER_PDF_DIR": str(tmp / "pdfs"),
         "CITEWEAVE_SYNC_PORT": str(sync_port),
         "CITEWEAVE_SYNC_ADDR": f"127.0.0.1:{sync_port}",
         "CITEWEAVE_SYNC_STATE_DIR": str(tmp / "sync-state"),
@@ -83,6 +90,14 @@ def test_up_sync_search_and_stop(stack, stack_env, tmp_path) -> None:
     assert longlist[0]["id"] == next(iter(corpus))
     scores = [p["score"] for p in longlist]
     assert scores == sorted(scores, reverse=True), "at diversity 0 the longlist is plain top-k"
+
+    short = run_cli(["shortlist", "--abstract-file", str(abstract), "--breadth", "5", "--json"],
+                    stack_env)
+    assert short.returncode == 0, short.stderr
+    shortlisted = json.loads(short.stdout)["shortlist"]
+    assert len(shortlisted) == 5 and shortlisted[0]["id"] == next(iter(corpus))
+    # No PDF in the directory: every paper judged on its abstract, and the reason says why.
+    assert all(p["text_source"] == "abstract_only" and p["fallback_reason"] for p in shortlisted)
 
     bad = run_cli(["search", "--abstract-file", str(abstract), "--breadth", "30"], stack_env)
     assert bad.returncode == 1

@@ -10,10 +10,11 @@ from pathlib import Path
 from services.common.launcher import ServiceProcess, free_port
 
 # Start order: a service's peers come before it.
-SERVICE_ORDER = ("embedder", "retriever", "sync")
+SERVICE_ORDER = ("embedder", "retriever", "fetcher", "sync")
 SETTINGS_CLASSES = {
     "embedder": "services.embedder.settings.EmbedderSettings",
     "retriever": "services.retriever.settings.RetrieverSettings",
+    "fetcher": "services.fetcher.settings.FetcherSettings",
     "sync": "services.sync.settings.SyncSettings",
 }
 
