@@ -1,4 +1,5 @@
-"""`citeweave` command line: run the local stack, sync a corpus, topics, search, benchmark."""
+"""`citeweave` command line: run the local stack, sync a corpus, topics, search, shortlist,
+PDF pages, benchmark."""
 
 from __future__ import annotations
 
@@ -17,12 +18,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
+from citeweave.retriever.v1 import retriever_pb2
 from citeweave.sync.v1 import sync_pb2
+from services.gateway.depth import DEPTH_MAX, DEPTH_MIN, DepthOptions
 from services.cli import sync as sync_client
 from services.cli.console import console
 from services.cli.console import fail as _fail
 from services.cli.evaluate import eval_app
-from services.cli.search import search_longlist
+from services.cli.pages import pages_command
+from services.cli.search import RULES, search_longlist
+from services.cli.shortlist import AGGREGATIONS, run_shortlist
 from services.cli.stack import LocalStack, unwind_on_sigterm
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -30,6 +35,7 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 topics_app = typer.Typer(no_args_is_help=True, help="BERTopic topics of the stored papers.")
 app.add_typer(topics_app, name="topics")
 app.add_typer(eval_app, name="eval")
+app.command("pages")(pages_command)
 REPO = Path(__file__).resolve().parents[2]
 DEMO_CORPUS = REPO / "data" / "demo" / "sample-10k.jsonl.gz"
 DEFAULT_LOG_DIR = REPO / "var" / "logs"
@@ -42,6 +48,9 @@ RetrieverAddr = Annotated[
     str, typer.Option(envvar="CITEWEAVE_RETRIEVER_ADDR", help="Retriever host:port.")
 ]
 SyncAddr = Annotated[str, typer.Option(envvar="CITEWEAVE_SYNC_ADDR", help="Sync service host:port.")]
+FetcherAddr = Annotated[
+    str, typer.Option(envvar="CITEWEAVE_FETCHER_ADDR", help="Fetcher host:port.")
+]
 
 
 def _rpc_errors(func):
@@ -223,6 +232,56 @@ def search(
     except ValueError as exc:
         _fail(str(exc))
     _print_longlist(reply, as_json)
+
+
+@app.command()
+@_rpc_errors
+def shortlist(
+    abstract_file: Annotated[Optional[Path], typer.Option(
+        help="File holding the abstract to search with.")] = None,
+    pdf: Annotated[Optional[Path], typer.Option(
+        help="Your own paper as a PDF: every content page is searched with.")] = None,
+    breadth: Annotated[int, typer.Option(help="5..20; the shortlist has breadth papers, "
+                                               "chosen from a longlist of 3*breadth.")] = 10,
+    depth: Annotated[int, typer.Option(help="1..5 pages chosen per paper.")] = 2,
+    diversity: Annotated[float, typer.Option(help="0..1; 0 is plain similarity.")] = 0.0,
+    rule: Annotated[str, typer.Option(help="mmr (default) or citegeist-min.")] = "mmr",
+    aggregation: Annotated[str, typer.Option(
+        help="--pdf: how a paper's similarities to your pages combine: sum (default: related "
+             "to the whole paper) or max (one page decides).")] = "sum",
+    category: Annotated[list[str], typer.Option(help="Only papers in this arXiv category.")] = [],
+    concurrency: Annotated[int, typer.Option(min=1, max=64,
+                                             help="Papers fetched at once.")] = 16,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    embedder_addr: EmbedderAddr = "127.0.0.1:50051",
+    retriever_addr: RetrieverAddr = "127.0.0.1:50052",
+    fetcher_addr: FetcherAddr = "127.0.0.1:50053",
+) -> None:
+    """Longlist, full text and chosen pages, shortlist: for an abstract or a whole PDF, through
+    the running embedder, retriever and fetcher. Papers whose PDF cannot be had are judged on
+    their abstract and marked."""
+    if (abstract_file is None) == (pdf is None):
+        _fail("give exactly one of --abstract-file and --pdf")
+    given = abstract_file or pdf
+    if not given.is_file():
+        _fail(f"{given} does not exist")
+    abstract = abstract_file.read_text().strip() if abstract_file else None
+    if abstract_file and not abstract:
+        _fail(f"{abstract_file} is empty")
+    if rule not in RULES:
+        _fail(f"--rule must be one of {', '.join(RULES)}, got {rule!r}")
+    if aggregation not in AGGREGATIONS:
+        _fail(f"--aggregation must be one of {', '.join(AGGREGATIONS)}, got {aggregation!r}")
+    if not DEPTH_MIN <= depth <= DEPTH_MAX:
+        _fail(f"--depth must be between {DEPTH_MIN} and {DEPTH_MAX}, got {depth}")
+    options = DepthOptions(
+        breadth=breadth, depth=depth, diversity=diversity, rule=RULES[rule],
+        page_aggregation=AGGREGATIONS[aggregation], concurrency=concurrency,
+    )
+    run_shortlist(
+        (embedder_addr, retriever_addr, fetcher_addr), abstract, pdf, options,
+        retriever_pb2.SearchFilter(categories=category), as_json,
+    )
 
 
 @app.command()
