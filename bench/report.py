@@ -213,11 +213,35 @@ def _sync(entry: dict, images: dict[str, Path], doc_dir: Path) -> list[str]:
     return lines
 
 
+def _fetcher(entry: dict, images: dict[str, Path], doc_dir: Path) -> list[str]:
+    r = entry["result"]
+    return [
+        "### Fetcher and depth stage (`citeweave bench fetcher --json`)",
+        "",
+        f"{_measured(entry)}. Extraction over {r.get('pages')} pages of {r.get('pdfs')} real "
+        f"papers; depth stage for a {r.get('papers')}-paper longlist (depth {r.get('depth')}, "
+        f"{r.get('kept_pages')} kept pages) from a local mirror answering after "
+        f"{r.get('latency_s')} s, {r.get('model')}, median of {r.get('repeats')}.",
+        "",
+        "| measure | value | baseline in the same run | value | ratio |",
+        "|---|---|---|---|---|",
+        f"| pages/s extracted and filtered | **{_num(r.get('pages_per_s'))}** "
+        f"| plain `get_text()`, no filtering | {_num(r.get('baseline_pages_per_s'))} "
+        f"| {_ratio(r.get('filtering_cost_ratio'))} slower |",
+        f"| fetch + extract + select, {r.get('concurrency')} papers in flight (s) "
+        f"| **{_num(r.get('parallel_s'), 2)}** | one paper at a time (s) "
+        f"| {_num(r.get('sequential_s'), 2)} | {_ratio(r.get('parallel_speedup'))} |",
+        f"| the same, first run (pages embedded) (s) | {_num(r.get('cold_parallel_s'), 2)} "
+        "| | | |",
+    ]
+
+
 def render(results: dict, images: dict[str, Path], doc_dir: Path) -> str:
     """The markdown between the markers (without them)."""
     lines = [NOTICE, "## Latest figures (`make bench`)", "", *_machine(results)]
     benchmarks = results.get("benchmarks", {})
-    for name, section in (("embedder", _embedder), ("retriever", _retriever), ("sync", _sync)):
+    for name, section in (("embedder", _embedder), ("retriever", _retriever), ("sync", _sync),
+                          ("fetcher", _fetcher)):
         if name in benchmarks:
             lines += ["", *section(benchmarks[name], images, doc_dir)]
     return "\n".join(lines) + "\n"

@@ -29,7 +29,7 @@ from bench import machine
 from bench.output import dumps, last_json_object
 
 REPO = Path(__file__).resolve().parents[1]
-BENCHMARKS = ("embedder", "retriever", "sync")
+BENCHMARKS = ("embedder", "retriever", "sync", "fetcher")
 DOCS = REPO / "docs"
 QUICK_OUT = REPO / "var" / "bench" / "quick"
 # What a quick run asks of each benchmark: minutes, not half an hour; figures not comparable.
@@ -37,6 +37,7 @@ QUICK_KWARGS: dict[str, dict] = {
     "embedder": {"n_texts": 16, "rounds": 2, "batch_sizes": (1, 4, 16), "sweep_texts": 32},
     "retriever": {"sizes": (2_000, 10_000), "stores": ("lite",), "queries": 30},
     "sync": {"n_records": 3_000, "n_changed": 8, "repeats": 1, "rounds": 1},
+    "fetcher": {"repeats": 1, "rounds": 2, "model": "all-MiniLM-L6-v2"},
 }
 
 
@@ -74,6 +75,8 @@ def run_one(name: str, **kwargs) -> dict:
         from bench.retriever_bench import run
     elif name == "sync":
         from bench.sync_bench import run
+    elif name == "fetcher":
+        from bench.fetcher_bench import run
     else:
         raise ValueError(f"unknown benchmark {name!r}; choose {', '.join(BENCHMARKS)} or all")
     return run(**kwargs)

@@ -18,8 +18,13 @@ from pathlib import Path
 
 import orjson
 
-_ARXIV_NEW = re.compile(r"^\d{4}\.\d{4,5}(v\d+)?$")
-_ARXIV_OLD = re.compile(r"^[a-z\-]+(\.[A-Z]{2})?/\d{7}(v\d+)?$")
+# YYMM.NNNN (0704-1412) or YYMM.NNNNN (since 1501), optional version; group 1 is the id
+# without version, group 2 the version.
+ARXIV_NEW_STYLE = re.compile(r"^(\d{2}(?:0[1-9]|1[0-2])\.\d{4,5})(?:v([1-9]\d{0,3}))?$")
+# archive(.XX)/YYMMNNN, e.g. hep-th/9901001, math.AG/0309136, cond-mat/0102536v2.
+ARXIV_OLD_STYLE = re.compile(
+    r"^([a-z]+(?:-[a-z]+)*(?:\.[A-Za-z]{2})?/\d{2}(?:0[1-9]|1[0-2])\d{3})(?:v([1-9]\d{0,3}))?$"
+)
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _AUTHOR_SPLIT = re.compile(r",\s*|\s+and\s+")
 _CONTROL = re.compile(r"[\x00-\x1f]")
@@ -35,7 +40,7 @@ class BadRecord(ValueError):
 
 
 def is_arxiv_id(paper_id: str) -> bool:
-    return bool(_ARXIV_NEW.match(paper_id) or _ARXIV_OLD.match(paper_id))
+    return bool(ARXIV_NEW_STYLE.match(paper_id) or ARXIV_OLD_STYLE.match(paper_id))
 
 
 def clean(text: str) -> str:

@@ -6,14 +6,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from services.common.corpus import ARXIV_NEW_STYLE, ARXIV_OLD_STYLE
 from services.common.errors import InvalidArgument
 
-# YYMM.NNNN (0704-1412) or YYMM.NNNNN (since 1501), optional version.
-_NEW_STYLE = re.compile(r"^(\d{2}(?:0[1-9]|1[0-2])\.\d{4,5})(?:v([1-9]\d{0,3}))?$")
-# archive(.XX)/YYMMNNN, e.g. hep-th/9901001, math.AG/0309136, cond-mat/0102536v2.
-_OLD_STYLE = re.compile(
-    r"^([a-z]+(?:-[a-z]+)*(?:\.[A-Za-z]{2})?/\d{2}(?:0[1-9]|1[0-2])\d{3})(?:v([1-9]\d{0,3}))?$"
-)
 _PREFIX = re.compile(r"^arxiv:", re.IGNORECASE)
 _LOCAL = re.compile(r"^[A-Za-z0-9._\-/]+$")
 LOCAL_ID_MAX_CHARS = 200
@@ -47,11 +42,11 @@ class PaperId:
 def parse_arxiv(value: str) -> PaperId | None:
     """The arXiv id in value (an "arXiv:" prefix allowed), or None when it is not one."""
     value = _PREFIX.sub("", value.strip())
-    for pattern in (_NEW_STYLE, _OLD_STYLE):
+    for pattern in (ARXIV_NEW_STYLE, ARXIV_OLD_STYLE):
         match = pattern.match(value)
         if match:
             base = match.group(1)
-            if pattern is _NEW_STYLE and (len(base) == 10) != (base[:4] >= "1501"):
+            if pattern is ARXIV_NEW_STYLE and (len(base) == 10) != (base[:4] >= "1501"):
                 return None  # 4-digit numbers until 1412, 5-digit ones since 1501
             version = int(match.group(2)) if match.group(2) else None
             return PaperId(value, True, base, version)
