@@ -57,7 +57,7 @@ def test_option_parsers():
     assert parse_sizes("10000, 100k,1M") == [10_000, 100_000, 1_000_000]
     assert parse_stores("lite,server") == ["lite", "server"]
     assert parse_batch_sizes("1,4,16") == [1, 4, 16] and parse_batch_sizes("none") == []
-    assert run_all.parse_only(None) == ["embedder", "retriever", "sync"]
+    assert run_all.parse_only(None) == ["embedder", "retriever", "sync", "fetcher"]
     for bad in (lambda: parse_sizes("10x"), lambda: parse_sizes("500"),
                 lambda: parse_stores("lite,cloud"), lambda: parse_batch_sizes("0"),
                 lambda: run_all.parse_only("embedder,gpu")):
@@ -154,3 +154,18 @@ def test_sync_run_returns_a_json_serializable_dict_with_its_rates():
                 "changed_marginal_records_per_s", "changed_baseline_records_per_s"):
         assert isinstance(result[key], (int, float)) and result[key] > 0, key
     assert result["nochange_embed_calls"] == 0
+
+
+@pytest.mark.slow
+def test_fetcher_run_returns_the_issue_keys():
+    """A small depth-stage run: 6 papers from a mirror answering after 0.2 s, MiniLM."""
+    from bench.fetcher_bench import run
+    from services.embedder.models import MINILM
+
+    result = _roundtrip(run(papers=6, latency_s=0.2, repeats=1, rounds=1, model=MINILM))
+    assert result["papers"] == 6 and result["pages"] == 72 and result["kept_pages"] > 6
+    for key in ("pages_per_s", "baseline_pages_per_s", "parallel_s", "sequential_s",
+                "parallel_speedup", "cold_parallel_s"):
+        assert isinstance(result[key], (int, float)) and result[key] > 0, key
+    # Six sequential fetches wait 6 x 0.2 s for the mirror alone.
+    assert result["sequential_s"] > 1.2
