@@ -14,7 +14,7 @@ import pytest
 
 from citeweave.fetcher.v1 import fetcher_pb2 as pb
 from citeweave.fetcher.v1 import fetcher_pb2_grpc
-from conftest import running_service
+from tests.conftest import running_service
 from pdf_factory import encrypted_pdf, not_pdf, sample_paper, scanned_pdf, truncated_pdf
 from services.common.clients import sync_channel
 from services.common.errors import InvalidArgument

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from citeweave.retriever.v1 import retriever_pb2
-from conftest import running_service
+from tests.conftest import running_service
 from services.common.clients import sync_channel
 from services.common.corpus import embedding_text, read_jsonl, row_from_arxiv
 from services.fetcher.local_arxiv import LocalArxiv
