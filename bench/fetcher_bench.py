@@ -36,8 +36,9 @@ from pathlib import Path
 import numpy as np
 
 from bench.output import dumps
+from bench.services import start_service
 from citeweave.retriever.v1 import retriever_pb2
-from services.common.launcher import REPO, ServiceProcess, free_port
+from services.common.launcher import REPO, ServiceProcess
 from services.fetcher.extraction import extract_pdf
 from services.fetcher.local_arxiv import LocalArxiv
 from services.gateway.depth import DepthOptions, DepthStage
@@ -45,7 +46,6 @@ from services.gateway.peers import Peers
 
 FIXTURES = REPO / "tests" / "fixtures" / "pdfs"
 SAMPLE_ABSTRACT = REPO / "data" / "demo" / "sample-abstract.txt"
-START_TIMEOUT_S = 600
 PARALLEL = 16
 
 
@@ -88,31 +88,20 @@ def extraction_rates(rounds: int) -> dict:
     }
 
 
-def _start(name: str, settings: dict[str, str], tmp: Path) -> ServiceProcess:
-    service = ServiceProcess(
-        name=name, port=free_port(), settings={**settings, "drain_s": "0"},
-        log_path=tmp / f"{name}.log",
-    ).start()
-    try:
-        service.wait_serving(START_TIMEOUT_S)
-    except BaseException:
-        service.stop()
-        raise
-    return service
-
-
 def _longlist_ids(papers: int) -> list[str]:
     return [f"2401.{10000 + i:05d}" for i in range(papers)]
 
 
+def _arxiv_pdfs() -> list[Path]:
+    return [p for p in _fixture_pdfs() if not p.name.startswith("noarxiv")]
+
+
 async def _longlist(peers: Peers, ids: list[str], query: np.ndarray) -> list:
-    """ScoredPapers with the cosine of each paper's abstract (the first page's text, as the
-    fixtures have no separate record) to the query."""
-    texts = []
-    for i, _ in enumerate(ids):
-        pdf = _fixture_pdfs()[i % len(_fixture_pdfs())]
-        texts.append(extract_pdf(pdf.read_bytes(), 1000).pages[0].text[:2000])
-    vectors = await peers.embed(texts, 600)
+    """ScoredPapers with the cosine of each paper's abstract (the first page of the PDF the
+    mirror serves for it, as the fixtures have no separate record) to the query."""
+    pdfs = _arxiv_pdfs()
+    first_pages = [extract_pdf(p.read_bytes(), 1000).pages[0].text[:2000] for p in pdfs]
+    vectors = await peers.embed([first_pages[i % len(pdfs)] for i in range(len(ids))], 600)
     return [
         retriever_pb2.ScoredPaper(paper=retriever_pb2.Paper(id=i), similarity=float(v @ query[0]),
                                   rank=rank)
@@ -159,7 +148,7 @@ def run(papers: int = 30, latency_s: float = 0.5, repeats: int = 3, rounds: int 
     result: dict = {"load_avg_1m_at_start": round(os.getloadavg()[0], 2)}
     result.update(extraction_rates(rounds))
     ids = _longlist_ids(papers)
-    arxiv_pdfs = [p for p in _fixture_pdfs() if not p.name.startswith("noarxiv")]
+    arxiv_pdfs = _arxiv_pdfs()
     with tempfile.TemporaryDirectory(prefix="citeweave-fetcher-bench-") as tmp_name, \
             LocalArxiv(delay_s=latency_s) as arxiv:
         tmp = Path(tmp_name)
@@ -168,17 +157,17 @@ def run(papers: int = 30, latency_s: float = 0.5, repeats: int = 3, rounds: int 
         services: list[ServiceProcess] = []
         try:
             _log(f"starting embedder ({model}), retriever, fetcher")
-            embedder = _start("embedder", {"model": model}, tmp)
+            embedder = start_service("embedder", {"model": model}, tmp / "embedder.log")
             services.append(embedder)
-            services.append(retriever := _start("retriever", {
+            services.append(retriever := start_service("retriever", {
                 "milvus_uri": str(tmp / "store.db"), "embedder_addr": embedder.addr,
                 "lexical_index": "false",
-            }, tmp))
-            services.append(fetcher := _start("fetcher", {
+            }, tmp / "retriever.log"))
+            services.append(fetcher := start_service("fetcher", {
                 "pdf_url_template": arxiv.pdf_url_template, "arxiv_api_url": arxiv.api_url,
                 "cache_dir": str(tmp / "pdf-cache"), "cache_max_mb": "0",
                 "max_concurrent_downloads": str(max_concurrent_downloads),
-            }, tmp))
+            }, tmp / "fetcher.log"))
             runs = asyncio.run(_depth_runs(
                 (embedder.addr, retriever.addr, fetcher.addr), ids, repeats, depth
             ))

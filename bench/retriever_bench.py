@@ -42,10 +42,11 @@ from pathlib import Path
 import numpy as np
 
 from bench.output import emit
+from bench.services import start_service
 from citeweave.retriever.v1 import retriever_pb2 as pb
 from citeweave.retriever.v1 import retriever_pb2_grpc
 from services.common.clients import sync_channel
-from services.common.launcher import ServiceProcess, free_port
+from services.common.launcher import ServiceProcess
 from services.retriever.selection import Aggregation, select
 from services.retriever.settings import RetrieverSettings
 
@@ -147,12 +148,7 @@ def bench_selection(n: int, k: int, dim: int, seed: int = 0) -> dict:
 
 
 def _start(settings: dict[str, str], log_path: Path, timeout_s: float) -> ServiceProcess:
-    process = ServiceProcess(
-        name="retriever", port=free_port(), settings={**settings, "drain_s": "0"},
-        log_path=log_path,
-    ).start()
-    process.wait_serving(timeout_s)
-    return process
+    return start_service("retriever", settings, log_path, timeout_s)
 
 
 def _wait_server_index(uri: str, collection: str, rows: int, timeout_s: float) -> tuple[float, int]:

@@ -61,12 +61,13 @@ import numpy as np
 import orjson
 
 from bench.output import emit
+from bench.services import START_TIMEOUT_S, start_service
 from citeweave.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from citeweave.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from citeweave.sync.v1 import sync_pb2, sync_pb2_grpc
 from services.common.clients import sync_channel
 from services.common.corpus import embedding_text, row_from_arxiv, row_sha256
-from services.common.launcher import REPO, ServiceProcess, free_port
+from services.common.launcher import REPO, ServiceProcess
 from services.embedder.models import MPNET
 from services.sync.job import to_record
 from services.sync.sources import Parsed, Source
@@ -85,7 +86,7 @@ FULL_CORPUS = 2_600_000  # arXiv, all categories (Kaggle arxiv-metadata-oai-snap
 UPDATE_RECORDS = 40_000  # new or changed records of a two-week arXiv update
 CHANGED_SENTENCE = " We further release our code and data to support future research."
 BASELINE_SENTENCE = " Additional experiments are reported in the appendix of this version."
-START_TIMEOUT_S = 1800  # a first start exports the ONNX model
+
 STOP_TIMEOUT_S = 1800  # closing Milvus Lite waits for index builds in progress
 RPC_TIMEOUT_S = 3600
 
@@ -170,16 +171,7 @@ def _changed_records(source: Path, lines: list[int], sentence: str) -> list[Pars
 
 
 def _start(name: str, settings: dict[str, str], tmp: Path) -> ServiceProcess:
-    service = ServiceProcess(
-        name=name, port=free_port(), settings={**settings, "drain_s": "0"},
-        log_path=tmp / f"{name}.log",
-    ).start()
-    try:
-        service.wait_serving(START_TIMEOUT_S)
-    except BaseException:
-        service.stop()
-        raise
-    return service
+    return start_service(name, settings, tmp / f"{name}.log", START_TIMEOUT_S)
 
 
 def _sync(

@@ -22,6 +22,7 @@ Every method blocks (SQLite, file I/O): the service calls them on a worker threa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -29,7 +30,7 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,23 +137,30 @@ class PdfCache:
         sha256 = hashlib.sha256(data).hexdigest()
         self._write_blob(sha256, data)
         now = self._clock()
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute(
-                    "INSERT OR REPLACE INTO pdfs (key, sha256, size, stored_at, last_used, expires)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (key, sha256, len(data), now, now, int(expires)),
-                )
-                self._evict_locked(keep=key)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._write():
+            self._db.execute(
+                "INSERT OR REPLACE INTO pdfs (key, sha256, size, stored_at, last_used, expires)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (key, sha256, len(data), now, now, int(expires)),
+            )
+            self._evict_locked(keep=key)
         # Another process may have evicted the blob between the write above and our commit (it
         # was unreferenced then); now that the index references it, nobody deletes it again.
         self._write_blob(sha256, data)
         return True
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[None]:
+        """One write transaction, taken at once (BEGIN IMMEDIATE), so another process sharing
+        the index waits on busy_timeout instead of failing half way."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     def total_bytes(self) -> int:
         with self._lock:
@@ -193,16 +201,10 @@ class PdfCache:
         ).fetchone() is None
 
     def _forget(self, key: str, sha256: str) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute("DELETE FROM pdfs WHERE key = ? AND sha256 = ?", (key, sha256))
-                if self._unreferenced_locked(sha256):
-                    self._delete_blob(sha256)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._write():
+            self._db.execute("DELETE FROM pdfs WHERE key = ? AND sha256 = ?", (key, sha256))
+            if self._unreferenced_locked(sha256):
+                self._delete_blob(sha256)
 
     def _write_blob(self, sha256: str, data: bytes) -> None:
         path = self.blob_path(sha256)
@@ -246,27 +248,21 @@ class PdfCache:
         if not items:
             return
         now = self._clock()
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO records (key, record, stored_at, expires) "
-                    "VALUES (?, ?, ?, ?)",
-                    [(key, json.dumps(record), now, int(expires))
-                     for key, record, expires in items],
+        with self._write():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO records (key, record, stored_at, expires) "
+                "VALUES (?, ?, ?, ?)",
+                [(key, json.dumps(record), now, int(expires))
+                 for key, record, expires in items],
+            )
+            self._record_puts += len(items)
+            if self._record_puts >= _TRIM_EVERY:
+                self._record_puts = 0
+                self._db.execute(
+                    "DELETE FROM records WHERE key IN (SELECT key FROM records "
+                    "ORDER BY stored_at DESC LIMIT -1 OFFSET ?)",
+                    (METADATA_MAX_ROWS,),
                 )
-                self._record_puts += len(items)
-                if self._record_puts >= _TRIM_EVERY:
-                    self._record_puts = 0
-                    self._db.execute(
-                        "DELETE FROM records WHERE key IN (SELECT key FROM records "
-                        "ORDER BY stored_at DESC LIMIT -1 OFFSET ?)",
-                        (METADATA_MAX_ROWS,),
-                    )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
 
     def close(self) -> None:
         with self._lock:
