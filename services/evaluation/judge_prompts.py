@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import re
-import string
 from collections.abc import Mapping
+
+from services.common.templates import TemplateError, check_template, placeholders  # noqa: F401
 
 JUDGE_SYSTEM_PROMPT = "You are a strict paper reviewer."
 
@@ -93,20 +94,12 @@ JUDGE_PROMPTS: Mapping[str, str] = {
 }
 
 
-class JudgePromptError(ValueError):
+class JudgePromptError(TemplateError):
     """A judge prompt template whose placeholders are not the expected ones."""
 
 
 class JudgeReplyError(ValueError):
     """A judge reply without a usable 1-5 score."""
-
-
-def placeholders(template: str) -> list[str]:
-    """Field names of a `str.format` template, in order, repeats included."""
-    try:
-        return [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
-    except ValueError as exc:  # a lone "{" or "}"
-        raise JudgePromptError(f"malformed template: {exc}") from exc
 
 
 def check_judge_prompts(
@@ -117,12 +110,10 @@ def check_judge_prompts(
     if set(prompts) != set(JUDGE_METRICS):
         raise JudgePromptError(f"judge prompts for {sorted(prompts)}, need {list(JUDGE_METRICS)}")
     for metric, template in prompts.items():
-        found = placeholders(template)
-        if sorted(found) != sorted(expected):
-            raise JudgePromptError(
-                f"{metric} judge prompt has placeholders {found}, "
-                f"expected each of {sorted(expected)} exactly once"
-            )
+        try:
+            check_template(f"{metric} judge prompt", template, expected)
+        except TemplateError as exc:
+            raise JudgePromptError(str(exc)) from exc
 
 
 def format_cited_papers(abstracts: Mapping[str, str]) -> str:
