@@ -5,13 +5,19 @@ BOOTSTRAP_PYTHON ?= python3
 # The one pinned torch line of pyproject.toml, installed first so the local CPU wheel is used.
 TORCH_PIN := $(shell grep -o '"torch==[^"]*"' pyproject.toml | tr -d '"')
 
-.PHONY: install demo test bench protos up clean-store
+.PHONY: install install-llm demo test bench protos up clean-store
 
 install: $(VENV)/.installed
 	@$(PY) -m services.embedder.models install
 	@# The ONNX exports are cached under ~/.cache/citeweave/onnx; both calls return at once when done.
 	@$(PY) -m services.embedder.models export --model all-mpnet-base-v2
 	@$(PY) -m services.embedder.models export --model all-MiniLM-L6-v2
+
+# The local OpenAI-compatible LLM (llama-cpp-python server + Qwen2.5-Coder-0.5B-Instruct GGUF). The
+# first run builds llama-cpp-python from source (8-12 min on 2 cores); the wheel and the model are
+# then cached under ~/.cache/citeweave/{wheels,models} and later runs return at once.
+install-llm: install
+	@$(PY) -m services.generator.local_llm install
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(BOOTSTRAP_PYTHON) -m venv $(VENV)
@@ -26,7 +32,7 @@ demo: install
 up: install
 	$(VENV)/bin/citeweave up
 
-test: install
+test: install install-llm
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 
 # Every benchmark (each `citeweave bench NAME --json`), then docs/bench/latest.json, the plots in
