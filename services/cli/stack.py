@@ -10,13 +10,31 @@ from pathlib import Path
 from services.common.launcher import ServiceProcess, free_port
 
 # Start order: a service's peers come before it.
-SERVICE_ORDER = ("embedder", "retriever", "fetcher", "sync")
+SERVICE_ORDER = ("embedder", "retriever", "fetcher", "generator", "sync")
 SETTINGS_CLASSES = {
     "embedder": "services.embedder.settings.EmbedderSettings",
     "retriever": "services.retriever.settings.RetrieverSettings",
     "fetcher": "services.fetcher.settings.FetcherSettings",
+    "generator": "services.generator.settings.GeneratorSettings",
     "sync": "services.sync.settings.SyncSettings",
 }
+
+
+# A closed local port: where an offline fetcher's remote sources point, so nothing leaves the
+# machine even if a code path ignored pdf_dir.
+UNREACHABLE_URL = "http://127.0.0.1:9"
+
+
+def offline_fetcher_settings(pdf_dir: Path, cache_dir: Path | None = None) -> dict[str, str]:
+    """Fetcher settings that read PDFs from `pdf_dir` only and never reach arXiv."""
+    settings = {
+        "pdf_dir": str(pdf_dir),
+        "arxiv_api_url": f"{UNREACHABLE_URL}/api/query?{{}}",
+        "pdf_url_template": f"{UNREACHABLE_URL}/pdf/{{id}}",
+    }
+    if cache_dir is not None:
+        settings["cache_dir"] = str(cache_dir)
+    return settings
 
 
 def unwind_on_sigterm() -> None:

@@ -24,19 +24,19 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&citeweave/generator/v1/generator.proto\x12\x16\x63iteweave.generator.v1\"z\n\x0bSourcePaper\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x10\n\x08\x61\x62stract\x18\x03 \x01(\t\x12\x0f\n\x07\x61uthors\x18\x04 \x03(\t\x12\x0c\n\x04year\x18\x05 \x01(\x05\x12\x0b\n\x03url\x18\x06 \x01(\t\x12\x12\n\ncategories\x18\x07 \x03(\t\"(\n\x08PageText\x12\x0e\n\x06number\x18\x01 \x01(\r\x12\x0c\n\x04text\x18\x02 \x01(\t\">\n\nTokenUsage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\r\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\r\"\xbe\x01\n\x10SummarizeRequest\x12\x13\n\x0bsource_text\x18\x01 \x01(\t\x12\x32\n\x05paper\x18\x02 \x01(\x0b\x32#.citeweave.generator.v1.SourcePaper\x12/\n\x05pages\x18\x03 \x03(\x0b\x32 .citeweave.generator.v1.PageText\x12\x30\n\x07\x62\x61\x63kend\x18\x04 \x01(\x0e\x32\x1f.citeweave.generator.v1.Backend\"\x9b\x01\n\x11SummarizeResponse\x12\x10\n\x08paper_id\x18\x01 \x01(\t\x12\x0f\n\x07summary\x18\x02 \x01(\t\x12\x31\n\x05usage\x18\x03 \x01(\x0b\x32\".citeweave.generator.v1.TokenUsage\x12\x30\n\x07\x62\x61\x63kend\x18\x04 \x01(\x0e\x32\x1f.citeweave.generator.v1.Backend\"c\n\x0cPaperSummary\x12\x32\n\x05paper\x18\x01 \x01(\x0b\x32#.citeweave.generator.v1.SourcePaper\x12\x0f\n\x07summary\x18\x02 \x01(\t\x12\x0e\n\x06vector\x18\x03 \x03(\x02\"\xfe\x01\n\x11SynthesizeRequest\x12\x13\n\x0bsource_text\x18\x01 \x01(\t\x12*\n\x04mode\x18\x02 \x01(\x0e\x32\x1c.citeweave.generator.v1.Mode\x12\x37\n\tsummaries\x18\x03 \x03(\x0b\x32$.citeweave.generator.v1.PaperSummary\x12=\n\x0e\x63itation_style\x18\x04 \x01(\x0e\x32%.citeweave.generator.v1.CitationStyle\x12\x30\n\x07\x62\x61\x63kend\x18\x05 \x01(\x0e\x32\x1f.citeweave.generator.v1.Backend\",\n\x08\x43itation\x12\x10\n\x08paper_id\x18\x01 \x01(\t\x12\x0e\n\x06marker\x18\x02 \x01(\t\"M\n\tReference\x12\x10\n\x08paper_id\x18\x01 \x01(\t\x12\x0e\n\x06marker\x18\x02 \x01(\t\x12\x11\n\tformatted\x18\x03 \x01(\t\x12\x0b\n\x03url\x18\x04 \x01(\t\".\n\x0fRemovedCitation\x12\x0b\n\x03raw\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xfa\x01\n\x0fSynthesisReport\x12\x14\n\x0cpapers_cited\x18\x01 \x01(\r\x12\x1a\n\x12papers_shortlisted\x18\x02 \x01(\r\x12\x42\n\x11removed_citations\x18\x03 \x03(\x0b\x32\'.citeweave.generator.v1.RemovedCitation\x12\x31\n\x05usage\x18\x04 \x01(\x0b\x32\".citeweave.generator.v1.TokenUsage\x12\x30\n\x07\x62\x61\x63kend\x18\x05 \x01(\x0e\x32\x1f.citeweave.generator.v1.Backend\x12\x0c\n\x04note\x18\x06 \x01(\t\"\xd4\x01\n\x0fSynthesisResult\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x33\n\tcitations\x18\x02 \x03(\x0b\x32 .citeweave.generator.v1.Citation\x12\x35\n\nreferences\x18\x03 \x03(\x0b\x32!.citeweave.generator.v1.Reference\x12\x0e\n\x06\x62ibtex\x18\x04 \x01(\t\x12\x37\n\x06report\x18\x05 \x01(\x0b\x32\'.citeweave.generator.v1.SynthesisReport\"n\n\x12SynthesizeResponse\x12\x14\n\ntext_delta\x18\x01 \x01(\tH\x00\x12\x39\n\x06result\x18\x02 \x01(\x0b\x32\'.citeweave.generator.v1.SynthesisResultH\x00\x42\x07\n\x05\x65vent*N\n\x07\x42\x61\x63kend\x12\x17\n\x13\x42\x41\x43KEND_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x42\x41\x43KEND_OPENAI\x10\x01\x12\x16\n\x12\x42\x41\x43KEND_EXTRACTIVE\x10\x02*D\n\x04Mode\x12\x14\n\x10MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11MODE_RELATED_WORK\x10\x01\x12\x0f\n\x0bMODE_ANSWER\x10\x02*k\n\rCitationStyle\x12\x1e\n\x1a\x43ITATION_STYLE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43ITATION_STYLE_NUMERIC\x10\x01\x12\x1e\n\x1a\x43ITATION_STYLE_AUTHOR_YEAR\x10\x02\x32\xdb\x01\n\x10GeneratorService\x12`\n\tSummarize\x12(.citeweave.generator.v1.SummarizeRequest\x1a).citeweave.generator.v1.SummarizeResponse\x12\x65\n\nSynthesize\x12).citeweave.generator.v1.SynthesizeRequest\x1a*.citeweave.generator.v1.SynthesizeResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&citeweave/generator/v1/generator.proto\x12\x16\x63iteweave.generator.v1\"z\n\x0bSourcePaper\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x10\n\x08\x61\x62stract\x18\x03 \x01(\t\x12\x0f\n\x07\x61uthors\x18\x04 \x03(\t\x12\x0c\n\x04year\x18\x05 \x01(\x05\x12\x0b\n\x03url\x18\x06 \x01(\t\x12\x12\n\ncategories\x18\x07 \x03(\t\"(\n\x08PageText\x12\x0e\n\x06number\x18\x01 \x01(\r\x12\x0c\n\x04text\x18\x02 \x01(\t\">\n\nTokenUsage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\r\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\r\"\xea\x01\n\x10SummarizeRequest\x12\x13\n\x0bsource_text\x18\x01 \x01(\t\x12\x32\n\x05paper\x18\x02 \x01(\x0b\x32#.citeweave.generator.v1.SourcePaper\x12/\n\x05pages\x18\x03 \x03(\x0b\x32 .citeweave.generator.v1.PageText\x12\x30\n\x07\x62\x61\x63kend\x18\x04 \x01(\x0e\x32\x1f.citeweave.generator.v1.Backend\x12*\n\x04mode\x18\x05 \x01(\x0e\x32\x1c.citeweave.generator.v1.Mode\"8\n\x07\x45xcerpt\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x0c\n\x04page\x18\x02 \x01(\r\x12\x11\n\trelevance\x18\x03 \x01(\x01\"\xe7\x01\n\x11SummarizeResponse\x12\x10\n\x08paper_id\x18\x01 \x01(\t\x12\x0f\n\x07summary\x18\x02 \x01(\t\x12\x31\n\x05usage\x18\x03 \x01(\x0b\x32\".citeweave.generator.v1.TokenUsage\x12\x30\n\x07\x62\x61\x63kend\x18\x04 \x01(\x0e\x32\x1f.citeweave.generator.v1.Backend\x12\x17\n\x0f\x66\x61llback_reason\x18\x05 \x01(\t\x12\x31\n\x08\x65xcerpts\x18\x06 \x03(\x0b\x32\x1f.citeweave.generator.v1.Excerpt\"\xa7\x01\n\x0cPaperSummary\x12\x32\n\x05paper\x18\x01 \x01(\x0b\x32#.citeweave.generator.v1.SourcePaper\x12\x0f\n\x07summary\x18\x02 \x01(\t\x12\x0e\n\x06vector\x18\x03 \x03(\x02\x12/\n\x05pages\x18\x04 \x03(\x0b\x32 .citeweave.generator.v1.PageText\x12\x11\n\trelevance\x18\x05 \x01(\x01\"\x96\x02\n\x11SynthesizeRequest\x12\x13\n\x0bsource_text\x18\x01 \x01(\t\x12*\n\x04mode\x18\x02 \x01(\x0e\x32\x1c.citeweave.generator.v1.Mode\x12\x37\n\tsummaries\x18\x03 \x03(\x0b\x32$.citeweave.generator.v1.PaperSummary\x12=\n\x0e\x63itation_style\x18\x04 \x01(\x0e\x32%.citeweave.generator.v1.CitationStyle\x12\x30\n\x07\x62\x61\x63kend\x18\x05 \x01(\x0e\x32\x1f.citeweave.generator.v1.Backend\x12\x16\n\x0emax_paragraphs\x18\x06 \x01(\r\"H\n\x08\x43itation\x12\x10\n\x08paper_id\x18\x01 \x01(\t\x12\x0e\n\x06marker\x18\x02 \x01(\t\x12\r\n\x05start\x18\x03 \x01(\r\x12\x0b\n\x03\x65nd\x18\x04 \x01(\r\"Z\n\tReference\x12\x10\n\x08paper_id\x18\x01 \x01(\t\x12\x0e\n\x06marker\x18\x02 \x01(\t\x12\x11\n\tformatted\x18\x03 \x01(\t\x12\x0b\n\x03url\x18\x04 \x01(\t\x12\x0b\n\x03key\x18\x05 \x01(\t\".\n\x0fRemovedCitation\x12\x0b\n\x03raw\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x9a\x03\n\x0fSynthesisReport\x12\x14\n\x0cpapers_cited\x18\x01 \x01(\r\x12\x1a\n\x12papers_shortlisted\x18\x02 \x01(\r\x12\x42\n\x11removed_citations\x18\x03 \x03(\x0b\x32\'.citeweave.generator.v1.RemovedCitation\x12\x31\n\x05usage\x18\x04 \x01(\x0b\x32\".citeweave.generator.v1.TokenUsage\x12\x30\n\x07\x62\x61\x63kend\x18\x05 \x01(\x0e\x32\x1f.citeweave.generator.v1.Backend\x12\x0c\n\x04note\x18\x06 \x01(\t\x12:\n\x11requested_backend\x18\x07 \x01(\x0e\x32\x1f.citeweave.generator.v1.Backend\x12\x17\n\x0f\x66\x61llback_reason\x18\x08 \x01(\t\x12\x19\n\x11uncited_paper_ids\x18\t \x03(\t\x12\x12\n\nelapsed_ms\x18\n \x01(\x01\x12\x1a\n\x12\x63itations_repaired\x18\x0b \x01(\r\"\xd4\x01\n\x0fSynthesisResult\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x33\n\tcitations\x18\x02 \x03(\x0b\x32 .citeweave.generator.v1.Citation\x12\x35\n\nreferences\x18\x03 \x03(\x0b\x32!.citeweave.generator.v1.Reference\x12\x0e\n\x06\x62ibtex\x18\x04 \x01(\t\x12\x37\n\x06report\x18\x05 \x01(\x0b\x32\'.citeweave.generator.v1.SynthesisReport\"\x1b\n\tTextReset\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\xa2\x01\n\x12SynthesizeResponse\x12\x14\n\ntext_delta\x18\x01 \x01(\tH\x00\x12\x39\n\x06result\x18\x02 \x01(\x0b\x32\'.citeweave.generator.v1.SynthesisResultH\x00\x12\x32\n\x05reset\x18\x03 \x01(\x0b\x32!.citeweave.generator.v1.TextResetH\x00\x42\x07\n\x05\x65vent\"\x10\n\x0eGetInfoRequest\"\xae\x01\n\x0fGetInfoResponse\x12\x38\n\x0f\x64\x65\x66\x61ult_backend\x18\x01 \x01(\x0e\x32\x1f.citeweave.generator.v1.Backend\x12\x31\n\x08\x62\x61\x63kends\x18\x02 \x03(\x0e\x32\x1f.citeweave.generator.v1.Backend\x12\r\n\x05model\x18\x03 \x01(\t\x12\x1f\n\x17max_concurrent_requests\x18\x04 \x01(\r*N\n\x07\x42\x61\x63kend\x12\x17\n\x13\x42\x41\x43KEND_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x42\x41\x43KEND_OPENAI\x10\x01\x12\x16\n\x12\x42\x41\x43KEND_EXTRACTIVE\x10\x02*D\n\x04Mode\x12\x14\n\x10MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11MODE_RELATED_WORK\x10\x01\x12\x0f\n\x0bMODE_ANSWER\x10\x02*k\n\rCitationStyle\x12\x1e\n\x1a\x43ITATION_STYLE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43ITATION_STYLE_NUMERIC\x10\x01\x12\x1e\n\x1a\x43ITATION_STYLE_AUTHOR_YEAR\x10\x02\x32\xb7\x02\n\x10GeneratorService\x12`\n\tSummarize\x12(.citeweave.generator.v1.SummarizeRequest\x1a).citeweave.generator.v1.SummarizeResponse\x12\x65\n\nSynthesize\x12).citeweave.generator.v1.SynthesizeRequest\x1a*.citeweave.generator.v1.SynthesizeResponse0\x01\x12Z\n\x07GetInfo\x12&.citeweave.generator.v1.GetInfoRequest\x1a\'.citeweave.generator.v1.GetInfoResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'citeweave.generator.v1.generator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_BACKEND']._serialized_start=1758
-  _globals['_BACKEND']._serialized_end=1836
-  _globals['_MODE']._serialized_start=1838
-  _globals['_MODE']._serialized_end=1906
-  _globals['_CITATIONSTYLE']._serialized_start=1908
-  _globals['_CITATIONSTYLE']._serialized_end=2015
+  _globals['_BACKEND']._serialized_start=2507
+  _globals['_BACKEND']._serialized_end=2585
+  _globals['_MODE']._serialized_start=2587
+  _globals['_MODE']._serialized_end=2655
+  _globals['_CITATIONSTYLE']._serialized_start=2657
+  _globals['_CITATIONSTYLE']._serialized_end=2764
   _globals['_SOURCEPAPER']._serialized_start=66
   _globals['_SOURCEPAPER']._serialized_end=188
   _globals['_PAGETEXT']._serialized_start=190
@@ -44,25 +44,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOKENUSAGE']._serialized_start=232
   _globals['_TOKENUSAGE']._serialized_end=294
   _globals['_SUMMARIZEREQUEST']._serialized_start=297
-  _globals['_SUMMARIZEREQUEST']._serialized_end=487
-  _globals['_SUMMARIZERESPONSE']._serialized_start=490
-  _globals['_SUMMARIZERESPONSE']._serialized_end=645
-  _globals['_PAPERSUMMARY']._serialized_start=647
-  _globals['_PAPERSUMMARY']._serialized_end=746
-  _globals['_SYNTHESIZEREQUEST']._serialized_start=749
-  _globals['_SYNTHESIZEREQUEST']._serialized_end=1003
-  _globals['_CITATION']._serialized_start=1005
-  _globals['_CITATION']._serialized_end=1049
-  _globals['_REFERENCE']._serialized_start=1051
-  _globals['_REFERENCE']._serialized_end=1128
-  _globals['_REMOVEDCITATION']._serialized_start=1130
-  _globals['_REMOVEDCITATION']._serialized_end=1176
-  _globals['_SYNTHESISREPORT']._serialized_start=1179
-  _globals['_SYNTHESISREPORT']._serialized_end=1429
-  _globals['_SYNTHESISRESULT']._serialized_start=1432
-  _globals['_SYNTHESISRESULT']._serialized_end=1644
-  _globals['_SYNTHESIZERESPONSE']._serialized_start=1646
-  _globals['_SYNTHESIZERESPONSE']._serialized_end=1756
-  _globals['_GENERATORSERVICE']._serialized_start=2018
-  _globals['_GENERATORSERVICE']._serialized_end=2237
+  _globals['_SUMMARIZEREQUEST']._serialized_end=531
+  _globals['_EXCERPT']._serialized_start=533
+  _globals['_EXCERPT']._serialized_end=589
+  _globals['_SUMMARIZERESPONSE']._serialized_start=592
+  _globals['_SUMMARIZERESPONSE']._serialized_end=823
+  _globals['_PAPERSUMMARY']._serialized_start=826
+  _globals['_PAPERSUMMARY']._serialized_end=993
+  _globals['_SYNTHESIZEREQUEST']._serialized_start=996
+  _globals['_SYNTHESIZEREQUEST']._serialized_end=1274
+  _globals['_CITATION']._serialized_start=1276
+  _globals['_CITATION']._serialized_end=1348
+  _globals['_REFERENCE']._serialized_start=1350
+  _globals['_REFERENCE']._serialized_end=1440
+  _globals['_REMOVEDCITATION']._serialized_start=1442
+  _globals['_REMOVEDCITATION']._serialized_end=1488
+  _globals['_SYNTHESISREPORT']._serialized_start=1491
+  _globals['_SYNTHESISREPORT']._serialized_end=1901
+  _globals['_SYNTHESISRESULT']._serialized_start=1904
+  _globals['_SYNTHESISRESULT']._serialized_end=2116
+  _globals['_TEXTRESET']._serialized_start=2118
+  _globals['_TEXTRESET']._serialized_end=2145
+  _globals['_SYNTHESIZERESPONSE']._serialized_start=2148
+  _globals['_SYNTHESIZERESPONSE']._serialized_end=2310
+  _globals['_GETINFOREQUEST']._serialized_start=2312
+  _globals['_GETINFOREQUEST']._serialized_end=2328
+  _globals['_GETINFORESPONSE']._serialized_start=2331
+  _globals['_GETINFORESPONSE']._serialized_end=2505
+  _globals['_GENERATORSERVICE']._serialized_start=2767
+  _globals['_GENERATORSERVICE']._serialized_end=3078
 # @@protoc_insertion_point(module_scope)

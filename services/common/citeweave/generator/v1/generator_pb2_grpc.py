@@ -46,6 +46,11 @@ class GeneratorServiceStub:
                 request_serializer=citeweave_dot_generator_dot_v1_dot_generator__pb2.SynthesizeRequest.SerializeToString,
                 response_deserializer=citeweave_dot_generator_dot_v1_dot_generator__pb2.SynthesizeResponse.FromString,
                 _registered_method=True)
+        self.GetInfo = channel.unary_unary(
+                '/citeweave.generator.v1.GeneratorService/GetInfo',
+                request_serializer=citeweave_dot_generator_dot_v1_dot_generator__pb2.GetInfoRequest.SerializeToString,
+                response_deserializer=citeweave_dot_generator_dot_v1_dot_generator__pb2.GetInfoResponse.FromString,
+                _registered_method=True)
 
 
 class GeneratorServiceServicer:
@@ -66,6 +71,13 @@ class GeneratorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetInfo(self, request, context):
+        """The backends this generator can use and its default, for callers that offer a choice.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GeneratorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -78,6 +90,11 @@ def add_GeneratorServiceServicer_to_server(servicer, server):
                     servicer.Synthesize,
                     request_deserializer=citeweave_dot_generator_dot_v1_dot_generator__pb2.SynthesizeRequest.FromString,
                     response_serializer=citeweave_dot_generator_dot_v1_dot_generator__pb2.SynthesizeResponse.SerializeToString,
+            ),
+            'GetInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetInfo,
+                    request_deserializer=citeweave_dot_generator_dot_v1_dot_generator__pb2.GetInfoRequest.FromString,
+                    response_serializer=citeweave_dot_generator_dot_v1_dot_generator__pb2.GetInfoResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -136,6 +153,33 @@ class GeneratorService:
             '/citeweave.generator.v1.GeneratorService/Synthesize',
             citeweave_dot_generator_dot_v1_dot_generator__pb2.SynthesizeRequest.SerializeToString,
             citeweave_dot_generator_dot_v1_dot_generator__pb2.SynthesizeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/citeweave.generator.v1.GeneratorService/GetInfo',
+            citeweave_dot_generator_dot_v1_dot_generator__pb2.GetInfoRequest.SerializeToString,
+            citeweave_dot_generator_dot_v1_dot_generator__pb2.GetInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,
