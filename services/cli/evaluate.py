@@ -13,8 +13,9 @@ from rich.table import Table
 from services.cli.console import console, fail
 from services.cli.stack import unwind_on_sigterm
 from services.evaluation import beir
+from services.evaluation.harness import default_embedding_cache
 from services.evaluation.retrieval_eval import (
-    DEFAULT_METHODS, METHOD_HELP, EvalOptions, default_embedding_cache, evaluate, parse_methods,
+    DEFAULT_METHODS, METHOD_HELP, EvalOptions, evaluate, parse_methods,
 )
 
 eval_app = typer.Typer(no_args_is_help=True, help=__doc__)
@@ -76,3 +77,113 @@ def retrieval(
         print(json.dumps(report.results))
     else:
         Console().print(_table(report.results))
+
+
+def _figure(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_figure(v)}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+GENERATION_ROWS = (
+    ("outputs", "outputs"),
+    ("backend used (outputs)", "backend_used"),
+    ("synthesis fallbacks", "synthesis_fallbacks"),
+    ("summary backend used", "summary_backend_used"),
+    ("summary fallbacks", "summary_fallbacks"),
+    ("resets", "resets"),
+    ("outputs without citations", "outputs_without_citations"),
+    ("citations per output", "citations_mean"),
+    ("papers cited per output", "papers_cited_mean"),
+    ("shortlist size", "shortlist_size_mean"),
+    ("shortlisted on full text", "shortlisted_full_text"),
+    ("citations removed per output", "citations_removed_mean"),
+    ("citations removed by reason", "citations_removed_by_reason"),
+    ("citations repaired", "citations_repaired_total"),
+    ("mean seconds per stage", "seconds_mean"),
+)
+
+
+def _generation_table(summary: dict) -> Table:
+    table = Table("figure", "value", title=f"generation: {summary['backend_requested']} backend, "
+                  f"{summary['style']} citations, breadth {summary['breadth']}, depth "
+                  f"{summary['depth']}")
+    for name, value in summary["metrics"].items():
+        table.add_row(name, _figure(value))
+    for label, key in GENERATION_ROWS:
+        table.add_row(label, _figure(summary[key]))
+    return table
+
+
+@eval_app.command("generation")
+def generation(
+    held_out: Annotated[int, typer.Option(
+        min=1, max=500, help="Abstracts held out of the store and written for: the demo papers "
+        "with an abstract of >= 600 characters whose sha256(id) sorts first.")] = 20,
+    backend: Annotated[Optional[str], typer.Option(
+        help="extractive or openai; default: openai with an LLM given, else extractive.")] = None,
+    local_llm: Annotated[bool, typer.Option(
+        "--local-llm", help="Start the local llama.cpp server (make install-llm) and write "
+        "with it.")] = False,
+    llm_url: Annotated[Optional[str], typer.Option(
+        help="Any OpenAI-compatible endpoint (its key from CITEWEAVE_GENERATOR_OPENAI_API_KEY"
+        "[_FILE]).")] = None,
+    llm_model: Annotated[Optional[str], typer.Option(help="The model --llm-url serves.")] = None,
+    breadth: Annotated[int, typer.Option(min=5, max=20, help="Shortlist size.")] = 10,
+    depth: Annotated[int, typer.Option(min=1, max=5, help="Pages chosen per paper.")] = 2,
+    style: Annotated[str, typer.Option(help="numeric or author-year.")] = "numeric",
+    outputs: Annotated[Optional[Path], typer.Option(
+        help="Write every generated text with its references and scores here (JSON lines).",
+    )] = None,
+    llm_timeout_s: Annotated[float, typer.Option(
+        min=1, help="The generator's timeout of one LLM request.")] = 300.0,
+    embedding_cache: Annotated[Optional[Path], typer.Option(
+        envvar="CITEWEAVE_EMBEDDER_DISK_CACHE",
+        help="SQLite embedding cache kept across runs (queries and support sentences).",
+    )] = None,
+    no_embedding_cache: Annotated[bool, typer.Option(
+        "--no-embedding-cache", help="Embed everything, keep nothing.")] = False,
+    log_dir: Annotated[Optional[Path], typer.Option(
+        help="Keep the services' logs here (default: a temporary folder).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Citation validity, coverage, co-citation graph and support of the generator on demo
+    abstracts held out of a temporary store, through the real services (offline: papers are
+    judged on their abstracts). Starts its own services; needs nothing running."""
+    from services.evaluation.generation_eval import GenerationOptions, evaluate_generation
+
+    chosen = backend or ("openai" if local_llm or llm_url else "extractive")
+    options = GenerationOptions(
+        held_out=held_out, backend=chosen, local_llm=local_llm, llm_url=llm_url,
+        llm_model=llm_model, breadth=breadth, depth=depth, style=style, outputs=outputs,
+        llm_timeout_s=llm_timeout_s, log_dir=log_dir,
+        embedding_cache=None if no_embedding_cache else (embedding_cache
+                                                         or default_embedding_cache()),
+    )
+    try:
+        options.check()
+    except ValueError as exc:
+        fail(str(exc), code=2)
+    unwind_on_sigterm()
+    try:
+        report = evaluate_generation(options, console)
+    except ValueError as exc:
+        fail(str(exc), code=2)
+    except (TimeoutError, RuntimeError) as exc:
+        fail(str(exc))
+    summary = report.summary
+    store, embedder = summary["store"], summary["embedder"]
+    console.print(
+        f"{summary['outputs']} held-out abstracts over {store['papers']:,} stored papers (sync "
+        f"failures: {store['sync_failed']}); embedder: {embedder['texts_embedded']:,} texts "
+        f"embedded, {embedder['texts_from_cache']:,} from cache; {summary['wall_s']:.0f} s"
+        + (f"; outputs in {outputs}" if outputs else "")
+    )
+    if as_json:
+        print(json.dumps(summary))
+    else:
+        Console().print(_generation_table(summary))

@@ -13,35 +13,28 @@ from __future__ import annotations
 
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
-from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
-from citeweave.embedder.v1 import embedder_pb2, embedder_pb2_grpc
+from citeweave.embedder.v1 import embedder_pb2_grpc
 from citeweave.retriever.v1 import retriever_pb2 as rpb
 from citeweave.retriever.v1 import retriever_pb2_grpc
 from citeweave.sync.v1 import sync_pb2
-from services.cli.stack import SERVICE_ORDER, LocalStack
 from services.cli.sync import run_sync
 from services.common.clients import sync_channel
-from services.common.launcher import free_port
-from services.embedder.models import cache_dir
 from services.evaluation import beir
+from services.evaluation.harness import (
+    default_embedding_cache, embed_texts, embedder_counters, eval_stack, wait_lexical_index,
+)
 from services.evaluation.retrieval_metrics import summarize
 from services.retriever.lexical import LexicalSnapshot, document_text
 
 DEFAULT_METHODS = "bm25,dense,mmr,hybrid"
-EMBED_BATCH = 64
 SEARCH_TIMEOUT_S = 60.0
-
-
-def default_embedding_cache() -> Path:
-    return cache_dir() / "embeddings.sqlite3"
 
 
 @dataclass(frozen=True)
@@ -135,44 +128,6 @@ def _write_corpus(documents: list[beir.Document], path: Path) -> None:
             handle.write(b"\n")
 
 
-def _embedder_counters(metrics_port: int) -> tuple[int, int]:
-    """(texts received, texts served from cache) from the embedder's Prometheus endpoint."""
-    url = f"http://127.0.0.1:{metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    values = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            values[sample.name] = sample.value
-    return (int(values.get("citeweave_embedder_texts_total", 0)),
-            int(values.get("citeweave_embedder_cache_hits_total", 0)))
-
-
-def _wait_lexical_index(stub, timeout_s: float = 600) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        stats = stub.Stats(rpb.StatsRequest(), timeout=30)
-        if not stats.lexical_enabled:
-            return
-        if not stats.lexical_stale and stats.lexical_documents == stats.paper_count:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"the retriever's lexical index has {stats.lexical_documents} of "
-                f"{stats.paper_count} papers after {timeout_s:.0f} s"
-            )
-        time.sleep(0.2)
-
-
-def _embed(stub, texts: list[str]) -> list[list[float]]:
-    vectors: list[list[float]] = []
-    for start in range(0, len(texts), EMBED_BATCH):
-        reply = stub.Embed(embedder_pb2.EmbedRequest(texts=texts[start:start + EMBED_BATCH]),
-                           timeout=600)
-        vectors.extend(list(v.values) for v in reply.vectors)
-    return vectors
-
-
 def _run_bm25(dataset: beir.Dataset, k: int) -> tuple[dict[str, list[str]], list[float]]:
     index = LexicalSnapshot.build((d.id, document_text(d.title, d.abstract)) for d in dataset.documents)
     rankings, latencies = {}, []
@@ -217,22 +172,9 @@ def evaluate(
         tmp = Path(tmp_name)
         corpus = tmp / "corpus.jsonl"
         _write_corpus(dataset.documents, corpus)
-        metrics_port = free_port()
-        embedder = {"metrics_port": str(metrics_port)}
-        if options.model:
-            embedder["model"] = options.model
-        if options.embedding_cache:
-            options.embedding_cache.parent.mkdir(parents=True, exist_ok=True)
-            embedder["disk_cache"] = str(options.embedding_cache)
-        stack = LocalStack(
-            log_dir=options.log_dir or tmp / "logs",
-            ports={name: free_port() for name in SERVICE_ORDER},
-            settings={
-                "embedder": embedder,
-                "retriever": {"milvus_uri": str(tmp / "store" / "eval.db"),
-                              "write_settle_delay_s": "0.2"},
-                "sync": {"state_dir": str(tmp / "sync-state")},
-            },
+        stack, metrics_port = eval_stack(
+            tmp, model=options.model, embedding_cache=options.embedding_cache,
+            log_dir=options.log_dir,
         )
         try:
             stack.start(timeout_s=options.start_timeout_s, log=console.print)
@@ -244,11 +186,11 @@ def evaluate(
             with sync_channel(stack.addr("embedder")) as emb, \
                     sync_channel(stack.addr("retriever")) as ret:
                 retriever = retriever_pb2_grpc.RetrieverServiceStub(ret)
-                _wait_lexical_index(retriever)
+                wait_lexical_index(retriever)
                 stored = retriever.Stats(rpb.StatsRequest(), timeout=30).paper_count
                 ids = list(dataset.queries)
-                embedded = _embed(embedder_pb2_grpc.EmbedderServiceStub(emb),
-                                  [dataset.queries[q] for q in ids])
+                embedded = embed_texts(embedder_pb2_grpc.EmbedderServiceStub(emb),
+                                       [dataset.queries[q] for q in ids])
                 vectors = dict(zip(ids, embedded))
                 results = {}
                 for method in options.methods:
@@ -258,7 +200,7 @@ def evaluate(
                     else:
                         rankings, latencies = _run_service(retriever, method, dataset, vectors, k)
                     results[method.name] = summarize(rankings, dataset.qrels, latencies, k)
-            texts, hits = _embedder_counters(metrics_port)
+            texts, hits = embedder_counters(metrics_port)
         finally:
             stack.stop()
     return EvalReport(

@@ -75,6 +75,8 @@ def search_request(
     request = retriever_pb2.SearchRequest(
         breadth=options.breadth, diversity=options.diversity, rule=options.rule,
         filter=search_filter, page_aggregation=options.page_aggregation,
+        # The writer groups the shortlist into themes by these (3 * breadth x 768 floats).
+        include_vectors=True,
     )
     if len(query.vectors) == 1:
         request.query_vector.extend(query.vectors[0].tolist())
