@@ -6,8 +6,10 @@ tests/test_config_docs.py fails when the committed file differs from what this r
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from pathlib import Path
 
+from pydantic import SecretStr
 from pydantic_core import PydanticUndefined
 
 from services.cli.stack import SERVICE_ORDER, settings_class
@@ -29,7 +31,12 @@ it is out of date.
 def _default(field) -> str:
     if field.default is PydanticUndefined:
         return "(required)" if field.default_factory is None else "(computed)"
-    return f"`{field.default!r}`" if field.default not in ("", None) else "(empty)"
+    default = field.default
+    if isinstance(default, SecretStr):
+        return "(secret, empty)" if not default.get_secret_value() else "(secret, set)"
+    if isinstance(default, Enum):
+        default = default.value
+    return f"`{default!r}`" if default not in ("", None) else "(empty)"
 
 
 def render() -> str:

@@ -27,8 +27,10 @@ from services.cli.console import fail as _fail
 from services.cli.evaluate import eval_app
 from services.cli.pages import pages_command
 from services.cli.search import RULES, search_longlist
-from services.cli.shortlist import AGGREGATIONS, run_shortlist
-from services.cli.stack import LocalStack, unwind_on_sigterm
+from services.cli.shortlist import AGGREGATIONS, print_shortlist, run_shortlist, shortlist_for
+from services.cli.stack import LocalStack, offline_fetcher_settings, unwind_on_sigterm
+from services.cli.write import print_section
+from services.cli.write import write as write_section
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
@@ -39,6 +41,8 @@ app.command("pages")(pages_command)
 REPO = Path(__file__).resolve().parents[2]
 DEMO_CORPUS = REPO / "data" / "demo" / "sample-10k.jsonl.gz"
 DEFAULT_LOG_DIR = REPO / "var" / "logs"
+# Empty: the demo corpus ships no PDFs (see `citeweave demo --online`).
+DEMO_PDF_DIR = REPO / "var" / "demo-pdfs"
 SAMPLE_ABSTRACT = REPO / "data" / "demo" / "sample-abstract.txt"
 
 EmbedderAddr = Annotated[
@@ -287,12 +291,22 @@ def shortlist(
 @app.command()
 @_rpc_errors
 def demo(
-    abstract_file: Annotated[Path, typer.Option(help="Abstract to search with.")] = SAMPLE_ABSTRACT,
+    abstract_file: Annotated[Path, typer.Option(help="Abstract to write for.")] = SAMPLE_ABSTRACT,
     log_dir: Annotated[Path, typer.Option(help="Where each service writes its log.")] = DEFAULT_LOG_DIR,
+    online: Annotated[
+        bool, typer.Option("--online", help="Fetch PDFs from arXiv (or the fetcher's configured "
+                           "mirror) instead of judging every paper on its abstract.")
+    ] = False,
 ) -> None:
-    """Start the stack, sync the demo corpus, print the longlist for the sample abstract, stop."""
+    """Start the stack, sync the demo corpus, shortlist papers for the sample abstract, write a
+    related-work section with its references, print it, stop."""
     unwind_on_sigterm()
+    abstract = abstract_file.read_text().strip()
     stack = LocalStack(log_dir=log_dir)
+    if not online:
+        # The demo corpus ships without PDFs: offline, every paper is judged on its abstract.
+        DEMO_PDF_DIR.mkdir(parents=True, exist_ok=True)
+        stack.settings["fetcher"] = offline_fetcher_settings(DEMO_PDF_DIR)
     try:
         stack.start(log=console.print)
         # Embedding on this CPU runs at ~2.6 abstracts/s, so the demo takes its vectors from the
@@ -305,12 +319,13 @@ def demo(
         )
         summary, failures = sync_client.run_sync(stack.addr("sync"), request, console)
         sync_client.print_summary(summary, failures, console)
-        console.print(f"\n[bold]Abstract[/bold] ({abstract_file}):\n{abstract_file.read_text().strip()}\n")
-        reply = search_longlist(
-            abstract_file.read_text().strip(), stack.addr("embedder"), stack.addr("retriever"),
-            10, 0.0, "mmr", [], [],
-        )
-        _print_longlist(reply, as_json=False)
+        console.print(f"\n[bold]Abstract[/bold] ({abstract_file}):\n{abstract}\n")
+        addrs = (stack.addr("embedder"), stack.addr("retriever"), stack.addr("fetcher"))
+        result = shortlist_for(addrs, abstract, None, DepthOptions(), retriever_pb2.SearchFilter())
+        print_shortlist(result)
+        print_section(write_section(stack.addr("generator"), abstract, result.shortlist))
+    except grpc.RpcError as exc:
+        _fail(f"{exc.code().name}: {exc.details()}")
     except (TimeoutError, RuntimeError) as exc:
         _fail(str(exc))
     finally:

@@ -91,12 +91,20 @@ def print_shortlist(result: PipelineResult) -> None:
         console.print(f"[yellow]warning:[/yellow] {warning}")
 
 
+def shortlist_for(
+    addrs: tuple[str, str, str], abstract: str | None, pdf: Path | None, options: DepthOptions,
+    search_filter: retriever_pb2.SearchFilter,
+) -> PipelineResult:
+    """Raises grpc.RpcError for the caller's error handler."""
+    return asyncio.run(_run(addrs, abstract, pdf, options, search_filter))
+
+
 def run_shortlist(
     addrs: tuple[str, str, str], abstract: str | None, pdf: Path | None, options: DepthOptions,
     search_filter: retriever_pb2.SearchFilter, as_json: bool,
 ) -> None:
     """Raises grpc.RpcError for the caller's error handler."""
-    result = asyncio.run(_run(addrs, abstract, pdf, options, search_filter))
+    result = shortlist_for(addrs, abstract, pdf, options, search_filter)
     if as_json:
         print(json.dumps(shortlist_dict(result), indent=2))
     else:

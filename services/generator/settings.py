@@ -50,8 +50,8 @@ class GeneratorSettings(ServiceSettings):
     max_retries: int = Field(
         3, ge=0, le=10,
         description="Retries of an LLM request on 408/409/429/5xx, timeouts and connection "
-        "errors, with exponential backoff (0.5 s doubling to 8 s) and jitter; Retry-After "
-        "headers of up to 60 s are honoured.",
+        "errors, with exponential backoff (0.5 s doubling to 8 s) and jitter; a Retry-After of "
+        "up to 2 min is honoured. The caller's deadline bounds it all.",
     )
     output_retries: int = Field(
         1, ge=0, le=5,
