@@ -20,6 +20,21 @@ from services.evaluation.retrieval_eval import (
 
 eval_app = typer.Typer(no_args_is_help=True, help=__doc__)
 
+# Options both eval commands take.
+EmbeddingCacheOption = Annotated[Optional[Path], typer.Option(
+    envvar="CITEWEAVE_EMBEDDER_DISK_CACHE",
+    help="SQLite embedding cache kept across runs, so a re-run embeds only what is new.",
+)]
+NoEmbeddingCacheOption = Annotated[bool, typer.Option(
+    "--no-embedding-cache", help="Embed everything, keep nothing.")]
+LogDirOption = Annotated[Optional[Path], typer.Option(
+    help="Keep the services' logs here (default: a temporary folder).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
+def _embedding_cache(path: Path | None, disabled: bool) -> Path | None:
+    return None if disabled else (path or default_embedding_cache())
+
 
 def _table(results: dict[str, dict[str, float]]) -> Table:
     columns = list(next(iter(results.values())))
@@ -41,15 +56,10 @@ def retrieval(
     model: Annotated[Optional[str], typer.Option(
         help="Embedding model (all-mpnet-base-v2 or all-MiniLM-L6-v2); default: the "
              "embedder's configured model.")] = None,
-    embedding_cache: Annotated[Optional[Path], typer.Option(
-        envvar="CITEWEAVE_EMBEDDER_DISK_CACHE",
-        help="SQLite embedding cache kept across runs, so a re-run embeds nothing.",
-    )] = None,
-    no_embedding_cache: Annotated[bool, typer.Option(
-        "--no-embedding-cache", help="Embed everything, keep nothing.")] = False,
-    log_dir: Annotated[Optional[Path], typer.Option(
-        help="Keep the services' logs here (default: a temporary folder).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    embedding_cache: EmbeddingCacheOption = None,
+    no_embedding_cache: NoEmbeddingCacheOption = False,
+    log_dir: LogDirOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Recall, nDCG and MRR of each retrieval method on a BEIR-style dataset. Starts its own
     services on free ports and a temporary store; needs nothing running."""
@@ -57,7 +67,7 @@ def retrieval(
         chosen = parse_methods(methods, diversity)
     except ValueError as exc:
         fail(str(exc), code=2)
-    cache = None if no_embedding_cache else (embedding_cache or default_embedding_cache())
+    cache = _embedding_cache(embedding_cache, no_embedding_cache)
     unwind_on_sigterm()
     options = EvalOptions(k=k, methods=chosen, model=model, embedding_cache=cache, log_dir=log_dir)
     try:
@@ -141,15 +151,10 @@ def generation(
     )] = None,
     llm_timeout_s: Annotated[float, typer.Option(
         min=1, help="The generator's timeout of one LLM request.")] = 300.0,
-    embedding_cache: Annotated[Optional[Path], typer.Option(
-        envvar="CITEWEAVE_EMBEDDER_DISK_CACHE",
-        help="SQLite embedding cache kept across runs (queries and support sentences).",
-    )] = None,
-    no_embedding_cache: Annotated[bool, typer.Option(
-        "--no-embedding-cache", help="Embed everything, keep nothing.")] = False,
-    log_dir: Annotated[Optional[Path], typer.Option(
-        help="Keep the services' logs here (default: a temporary folder).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    embedding_cache: EmbeddingCacheOption = None,
+    no_embedding_cache: NoEmbeddingCacheOption = False,
+    log_dir: LogDirOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Citation validity, coverage, co-citation graph and support of the generator on demo
     abstracts held out of a temporary store, through the real services (offline: papers are
@@ -161,8 +166,7 @@ def generation(
         held_out=held_out, backend=chosen, local_llm=local_llm, llm_url=llm_url,
         llm_model=llm_model, breadth=breadth, depth=depth, style=style, outputs=outputs,
         llm_timeout_s=llm_timeout_s, log_dir=log_dir,
-        embedding_cache=None if no_embedding_cache else (embedding_cache
-                                                         or default_embedding_cache()),
+        embedding_cache=_embedding_cache(embedding_cache, no_embedding_cache),
     )
     try:
         options.check()
