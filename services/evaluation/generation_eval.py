@@ -314,6 +314,9 @@ def _generator_settings(options: GenerationOptions, base_url: str, model: str,
         # llama_cpp.server answers one request at a time: more in flight would only queue
         # there, against each call's deadline. The prompt budget follows the server's context.
         settings.update(max_concurrent_requests="1", context_tokens=str(DEFAULT_N_CTX))
+        # On 2 CPU cores the 0.5B model writes ~25 tokens/s when the machine is quiet: answer
+        # budgets that fit a 3-paragraph section keep one abstract near two minutes.
+        settings.update(summary_max_tokens="200", synthesis_max_tokens="700")
     return settings
 
 
@@ -366,6 +369,8 @@ async def _run_outputs(
                 f"{f', {fallbacks} fallbacks' if fallbacks else ''}, "
                 f"{len(record.removed_citations)} citations removed; "
                 + ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items())
+                + (f"; synthesis fell back: {written.result.report.fallback_reason}"
+                   if written.result.report.fallback_reason else "")
             )
             on_output(record)
     finally:
@@ -379,6 +384,16 @@ def evaluate_generation(
     on_output: Callable[[OutputRecord], None] = lambda record: None,
 ) -> GenerationReport:
     options.check()
+    if options.outputs:
+        # Each output is appended as it is scored, so a long LLM run that is stopped keeps them.
+        options.outputs.parent.mkdir(parents=True, exist_ok=True)
+        options.outputs.write_text("", encoding="utf-8")
+        inner = on_output
+
+        def on_output(record: OutputRecord) -> None:
+            append_output(record, options.outputs)
+            inner(record)
+
     held = held_out_papers(options.corpus, options.held_out)
     held_ids = {p.id for p in held}
     snapshot = (options.snapshot or snapshot_beside(options.corpus)).resolve()
@@ -462,13 +477,9 @@ def evaluate_generation(
         "embedder": {"texts_embedded": texts - hits, "texts_from_cache": hits},
         "wall_s": round(time.perf_counter() - run_started, 1),
     }
-    if options.outputs:
-        write_outputs(records, options.outputs)
     return GenerationReport(summary, records)
 
 
-def write_outputs(records: list[OutputRecord], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")
+def append_output(record: OutputRecord, path: Path) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")

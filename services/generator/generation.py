@@ -9,6 +9,7 @@ says why. A failure after text was streamed sends a Reset first, so the client d
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -21,6 +22,8 @@ from services.generator.llm import FaultKind, LlmFault, OpenAiBackend, Usage
 from services.generator.output import OutputFilter
 from services.generator.papers import Paper, with_keys
 from services.generator.settings import BackendName, GeneratorSettings
+
+log = logging.getLogger("citeweave.generator")
 
 Mode = Literal["related_work", "answer"]
 # Leave this much of the caller's deadline for the extractive fallback and the answer.
@@ -125,6 +128,8 @@ class Generator:
                 return result
             except LlmFault as fault:
                 metrics.FALLBACKS.labels("Summarize", fault.kind.value).inc()
+                log.warning("summary falls back to the extractive writer",
+                            extra={"paper_id": paper.id, "reason": fault.reason})
                 return self._summarize_extractive(source, paper, fault.reason)
         return self._summarize_extractive(source, paper, "")
 
@@ -191,6 +196,8 @@ class Generator:
                     yield event
             except LlmFault as fault:
                 metrics.FALLBACKS.labels("Synthesize", fault.kind.value).inc()
+                log.warning("synthesis falls back to the extractive writer",
+                            extra={"papers": len(papers), "reason": fault.reason})
                 fallback_reason = fault.reason
         resolver = CitationResolver(papers, style)
         draft = extractive.write(
@@ -239,6 +246,7 @@ class Generator:
                     raise LlmFault(FaultKind.EMPTY, "the text cites none of the shortlisted papers")
             except LlmFault as fault:
                 metrics.LLM_FAULTS.labels(fault.kind.value).inc()
+                log.info("synthesis attempt failed", extra={"reason": fault.reason, "shown": shown})
                 if shown:
                     yield Reset(f"{fault.reason}; the extractive writer takes over")
                     raise
