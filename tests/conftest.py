@@ -33,6 +33,21 @@ def running_service(
         service.stop()
 
 
+def start_up_failure_log(name: str, settings: dict[str, str], tmp_path: Path) -> str:
+    """Starts `python -m services.<name>` with bad settings; asserts it stops at start-up with
+    exit code 2 and an "invalid setting" message, and returns its log."""
+    log = tmp_path / f"{name}.log"
+    process = ServiceProcess(name, free_port(), settings, log_path=log).start()
+    try:
+        code = process.process.wait(120)
+    finally:
+        process.stop()
+    text = log.read_text()
+    assert code == 2, text
+    assert "invalid setting" in text
+    return text
+
+
 @pytest.fixture(scope="session")
 def session_tmp(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("session")

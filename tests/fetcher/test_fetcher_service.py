@@ -14,7 +14,7 @@ import pytest
 
 from citeweave.fetcher.v1 import fetcher_pb2 as pb
 from citeweave.fetcher.v1 import fetcher_pb2_grpc
-from tests.conftest import running_service
+from tests.conftest import running_service, start_up_failure_log
 from pdf_factory import encrypted_pdf, not_pdf, sample_paper, scanned_pdf, truncated_pdf
 from services.common.clients import sync_channel
 from services.common.errors import InvalidArgument
@@ -427,14 +427,6 @@ def test_unreachable_arxiv_api_is_unavailable(local_service):
          "zero-timeout"],
 )
 def test_bad_setting_stops_start_up_with_a_message(tmp_path, settings, fragments):
-    log = tmp_path / "fetcher.log"
-    process = ServiceProcess("fetcher", free_port(), settings, log_path=log).start()
-    try:
-        code = process.process.wait(120)
-    finally:
-        process.stop()
-    text = log.read_text()
-    assert code == 2, text
-    assert "invalid setting" in text
+    text = start_up_failure_log("fetcher", settings, tmp_path)
     for fragment in fragments:
         assert fragment in text

@@ -15,8 +15,7 @@ import pytest
 from citeweave.generator.v1 import generator_pb2 as pb
 from citeweave.generator.v1 import generator_pb2_grpc
 from services.common.corpus import row_from_arxiv
-from services.common.launcher import ServiceProcess, free_port
-from tests.conftest import running_service
+from tests.conftest import running_service, start_up_failure_log
 from tests.generator.scripted_openai import Reply, ScriptedOpenAi
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo" / "sample-10k.jsonl.gz"
@@ -398,12 +397,4 @@ def test_openai_backend_without_an_endpoint_is_failed_precondition(tmp_path, pap
          "context-too-small"],
 )
 def test_bad_setting_stops_start_up_with_a_message(tmp_path, settings, fragment):
-    log = tmp_path / "generator.log"
-    process = ServiceProcess("generator", free_port(), settings, log_path=log).start()
-    try:
-        code = process.process.wait(60)
-    finally:
-        process.stop()
-    text = log.read_text()
-    assert code == 2, text
-    assert "invalid setting" in text and fragment in text
+    assert fragment in start_up_failure_log("generator", settings, tmp_path)
