@@ -242,6 +242,7 @@ class Generator:
                 for delta in output.finish():
                     shown = True
                     yield Delta(delta)
+                output.check_echo(source, papers)
                 if not resolver.citations:
                     raise LlmFault(FaultKind.EMPTY, "the text cites none of the shortlisted papers")
             except LlmFault as fault:

@@ -28,6 +28,9 @@ _REFERENCE_HEADING = re.compile(
 _SENTENCE_END = re.compile(r"(?<!\bal)(?<!\be\.g)(?<!\bi\.e)(?<!\bcf)(?<!\bvs)\.\s+(?=[A-Z])")
 _LONG_LINE_CHARS = 400
 _SHOWN_RAW_CHARS = 200
+# A verbatim run of the source this long in the answer is an echo, not a quotation.
+ECHO_CHARS = 150
+MIN_ECHO_CHARS = 60
 
 
 def _balanced(text: str) -> bool:
@@ -37,6 +40,7 @@ def _balanced(text: str) -> bool:
 class OutputFilter:
     def __init__(self, resolver: CitationResolver):
         self.resolver = resolver
+        self.raw = ""
         self._buffer = ""
         self._at_line_start = True
         self._seen_text = False
@@ -46,6 +50,7 @@ class OutputFilter:
 
     def feed(self, delta: str) -> list[str]:
         """Rendered deltas that became safe with this raw delta (maybe none)."""
+        self.raw += delta
         self._buffer += delta
         if not self._checked_refusal:
             if len(self._buffer.strip()) < REFUSAL_PROBE_CHARS:
@@ -110,6 +115,22 @@ class OutputFilter:
         if piece.strip():
             self._seen_text = True
         return self.resolver.render(piece)
+
+    def check_echo(self, source: str, papers) -> None:
+        """LlmFault when the answer repeats its prompt instead of writing: a long verbatim run of
+        the source text, or a paper block as the prompt shows it (`[key] "Title"`). Small models
+        do this; the citations would resolve, but the text is not a section."""
+        raw = " ".join(self.raw.split())
+        flat = " ".join(source.split())
+        # A short source (a question) counts as repeated only when all of it is.
+        size = min(ECHO_CHARS, len(flat))
+        if size >= MIN_ECHO_CHARS:
+            for start in range(0, len(flat) - size + 1, max(1, size // 3)):
+                if flat[start:start + size] in raw:
+                    raise LlmFault(FaultKind.MALFORMED, "the answer repeats the source text")
+        for paper in papers:
+            if f'[{paper.key}] "{paper.title}"' in raw:
+                raise LlmFault(FaultKind.MALFORMED, "the answer repeats the prompt's paper list")
 
     def _drop_reference(self, line: str) -> None:
         self.resolver.removed.append(Removed(line.strip()[:_SHOWN_RAW_CHARS], Reason.REFERENCE_LIST))

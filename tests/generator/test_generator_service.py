@@ -398,3 +398,15 @@ def test_openai_backend_without_an_endpoint_is_failed_precondition(tmp_path, pap
 )
 def test_bad_setting_stops_start_up_with_a_message(tmp_path, settings, fragment):
     assert fragment in start_up_failure_log("generator", settings, tmp_path)
+
+
+def test_an_answer_that_repeats_its_prompt_falls_back(stub, llm, papers):
+    keys = _keys(stub, llm, papers)
+    source = "We study multimodal training for gesture recognition and graph models."
+    echo_source = f"{source} " * 4 + f"[{keys[0]}] is related."
+    echo_papers = f'Grouping papers by theme.\n\n[{keys[0]}] "{papers[0].title}"\nA summary.'
+    llm.add(Reply(text=echo_source), Reply(text=echo_papers))
+    _, first = _synthesize(stub, papers)
+    _assert_fallback(first, papers, "repeats the source text")
+    _, second = _synthesize(stub, papers)
+    _assert_fallback(second, papers, "repeats the prompt's paper list")
