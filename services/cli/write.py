@@ -12,7 +12,7 @@ from citeweave.generator.v1 import generator_pb2_grpc
 from services.cli.console import console
 from services.common.clients import aio_channel
 from services.gateway.depth import Shortlist
-from services.gateway.writing import Written, write_section
+from services.gateway.writing import Written, backend_name, write_section
 
 WRITE_TIMEOUT_S = 600.0
 
@@ -50,7 +50,7 @@ def print_section(written: Written, title: str = "Related work") -> None:
     console.print("\n[bold]References[/bold]")
     for reference in result.references:
         console.print(f"{reference.marker} {reference.formatted}", markup=False, highlight=False)
-    backend = gpb.Backend.Name(report.backend).removeprefix("BACKEND_").lower()
+    backend = backend_name(report.backend)
     console.print(
         f"\n{report.papers_cited} of {report.papers_shortlisted} shortlisted papers cited; "
         f"written by the {backend} backend ({report.note})", highlight=False,

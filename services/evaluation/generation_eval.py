@@ -54,7 +54,9 @@ from services.evaluation.harness import (
 from services.gateway.depth import FULL_TEXT, DepthOptions, Shortlist
 from services.gateway.peers import Peers
 from services.gateway.pipeline import abstract_input, run_to_shortlist
-from services.gateway.writing import Written, write_section
+from services.gateway.writing import (
+    BACKEND_BY_NAME, STYLE_BY_NAME, Written, backend_name, write_section,
+)
 from services.generator.papers import surname
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,8 +67,6 @@ HELD_OUT_RULE = (
     f"the demo papers with an abstract of >= {HELD_OUT_MIN_ABSTRACT_CHARS} characters whose "
     "sha256(id) sorts first"
 )
-BACKENDS = {"extractive": gpb.BACKEND_EXTRACTIVE, "openai": gpb.BACKEND_OPENAI}
-STYLES = {"numeric": gpb.CITATION_STYLE_NUMERIC, "author-year": gpb.CITATION_STYLE_AUTHOR_YEAR}
 # A slow CPU model: the generator's per-attempt LLM timeout, and each gRPC call's deadline (a
 # summary or the whole synthesis, with room for a retry).
 LLM_TIMEOUT_S = 300.0
@@ -146,13 +146,13 @@ def snapshot_model(snapshot: Path) -> str:
 @dataclass
 class GenerationOptions:
     held_out: int = HELD_OUT_DEFAULT
-    backend: str = "extractive"  # a key of BACKENDS
+    backend: str = "extractive"  # a key of BACKEND_BY_NAME
     local_llm: bool = False  # start services/generator/local_llm.py's server for the openai backend
     llm_url: str | None = None  # or any OpenAI-compatible endpoint ...
     llm_model: str | None = None  # ... and the model name it serves
     breadth: int = 10
     depth: int = 2
-    style: str = "numeric"  # a key of STYLES
+    style: str = "numeric"  # a key of STYLE_BY_NAME
     corpus: Path = DEMO_CORPUS
     snapshot: Path | None = None  # None: the embeddings-*.npz beside the corpus
     embedding_cache: Path | None = field(default_factory=default_embedding_cache)
@@ -165,10 +165,10 @@ class GenerationOptions:
 
     def check(self) -> None:
         """ValueError for a combination that cannot run, before anything starts."""
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
-        if self.style not in STYLES:
-            raise ValueError(f"style must be one of {', '.join(STYLES)}, got {self.style!r}")
+        if self.backend not in BACKEND_BY_NAME:
+            raise ValueError(f"backend must be one of {', '.join(BACKEND_BY_NAME)}, got {self.backend!r}")
+        if self.style not in STYLE_BY_NAME:
+            raise ValueError(f"style must be one of {', '.join(STYLE_BY_NAME)}, got {self.style!r}")
         if self.held_out < 1:
             raise ValueError("held_out must be at least 1")
         if self.local_llm and self.llm_url:
@@ -215,10 +215,6 @@ class GenerationReport:
     outputs: list[OutputRecord]
 
 
-def _backend_name(value: int) -> str:
-    return gpb.Backend.Name(value).removeprefix("BACKEND_").lower()
-
-
 # --- scoring ----------------------------------------------------------------------------------
 
 
@@ -254,9 +250,9 @@ def _record(held: HeldOut, shortlist: Shortlist, written: Written, scores, secon
         text=result.text,
         references=[{"paper_id": r.paper_id, "marker": r.marker, "formatted": r.formatted}
                     for r in result.references],
-        backend=_backend_name(report.backend), requested_backend=_backend_name(requested),
+        backend=backend_name(report.backend), requested_backend=backend_name(requested),
         fallback_reason=report.fallback_reason,
-        summary_backends=[_backend_name(s.backend) for s in written.summaries],
+        summary_backends=[backend_name(s.backend) for s in written.summaries],
         summary_fallbacks=[{"paper_id": s.paper_id, "reason": s.fallback_reason}
                            for s in written.summaries if s.backend != requested],
         removed_citations=[{"raw": r.raw, "reason": r.reason} for r in report.removed_citations],
@@ -342,8 +338,8 @@ async def _run_outputs(
             shortlisted = time.perf_counter()
             written = await write_section(
                 generator, paper.abstract, pipeline.shortlist,
-                mode=gpb.MODE_RELATED_WORK, style=STYLES[options.style],
-                backend=BACKENDS[options.backend], concurrency=concurrency,
+                mode=gpb.MODE_RELATED_WORK, style=STYLE_BY_NAME[options.style],
+                backend=BACKEND_BY_NAME[options.backend], concurrency=concurrency,
                 timeout_s=options.call_timeout_s,
             )
             seconds = {"shortlist": shortlisted - started, **written.seconds,

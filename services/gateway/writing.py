@@ -48,7 +48,14 @@ def page_texts(paper: DeepPaper) -> list[gpb.PageText]:
     return [gpb.PageText(number=page.number, text=page.text) for page in paper.pages]
 
 
-def _backend_name(value: int) -> str:
+# The names clients and the command line use for the generator's enums.
+BACKEND_BY_NAME = {"extractive": gpb.BACKEND_EXTRACTIVE, "openai": gpb.BACKEND_OPENAI}
+STYLE_BY_NAME = {"numeric": gpb.CITATION_STYLE_NUMERIC,
+                 "author-year": gpb.CITATION_STYLE_AUTHOR_YEAR}
+
+
+def backend_name(value: int) -> str:
+    """"extractive", "openai" ("unspecified" for the default)."""
     return gpb.Backend.Name(value).removeprefix("BACKEND_").lower()
 
 
@@ -76,7 +83,7 @@ async def _summarize_all(
                 timeout=timeout_s,
             )
         done += 1
-        how = _backend_name(reply.backend)
+        how = backend_name(reply.backend)
         if reply.fallback_reason:
             how += f" (fallback: {reply.fallback_reason})"
         progress("summarizing", done, len(papers), f"{paper.id}: {how}")

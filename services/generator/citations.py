@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from services.common.corpus import is_arxiv_id
-from services.generator.papers import Paper, attribution, surname
+from services.generator.papers import Paper, attribution, letter_suffix, surname
 
 
 class Style(str, Enum):
@@ -327,7 +327,7 @@ def _year_labels(papers: Sequence[Paper]) -> dict[str, str]:
             labels[group[0].id] = shown
             continue
         for i, paper in enumerate(sorted(group, key=lambda p: p.key)):
-            labels[paper.id] = f"{shown}{chr(ord('a') + i % 26)}"
+            labels[paper.id] = f"{shown}{letter_suffix(i)}"
     return labels
 
 

@@ -102,11 +102,12 @@ def assign_keys(papers: Iterable[Paper]) -> dict[str, str]:
             keys[ids[0]] = base
             continue
         for i, paper_id in enumerate(ids):
-            keys[paper_id] = base + _suffix(i)
+            keys[paper_id] = base + letter_suffix(i)
     return keys
 
 
-def _suffix(i: int) -> str:
+def letter_suffix(i: int) -> str:
+    """a, b, ..., z, aa, ab, ... for i = 0, 1, ..."""
     letters = ""
     i += 1
     while i:
