@@ -5,7 +5,7 @@ BOOTSTRAP_PYTHON ?= python3
 # The one pinned torch line of pyproject.toml, installed first so the local CPU wheel is used.
 TORCH_PIN := $(shell grep -o '"torch==[^"]*"' pyproject.toml | tr -d '"')
 
-.PHONY: install install-llm demo test bench protos up clean-store
+.PHONY: install install-llm install-browser demo test bench protos up clean-store
 
 install: $(VENV)/.installed
 	@$(PY) -m services.embedder.models install
@@ -18,6 +18,15 @@ install: $(VENV)/.installed
 # then cached under ~/.cache/citeweave/{wheels,models} and later runs return at once.
 install-llm: install
 	@$(PY) -m services.generator.local_llm install
+
+# The browser test of the web page: Debian's Chromium (installed with apt when running as root, as
+# CI does; otherwise the command to run is printed) and playwright-core from npm (pinned in
+# tests/browser/package-lock.json). Both return at once when present.
+install-browser:
+	@test -x /usr/bin/chromium || { if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else echo "the browser test needs Chromium: sudo apt-get install chromium"; fi; }
+	@test -d tests/browser/node_modules/playwright-core || npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(BOOTSTRAP_PYTHON) -m venv $(VENV)
@@ -32,7 +41,7 @@ demo: install
 up: install
 	$(VENV)/bin/citeweave up
 
-test: install install-llm
+test: install install-llm install-browser
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 
 # Every benchmark (each `citeweave bench NAME --json`), then docs/bench/latest.json, the plots in

@@ -24,7 +24,7 @@ CLI = [sys.executable, "-m", "services.cli.main"]
 def stack_env(tmp_path_factory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("stack")
     embedder_port, retriever_port, sync_port = free_port(), free_port(), free_port()
-    fetcher_port = free_port()
+    fetcher_port, generator_port = free_port(), free_port()
     (tmp / "pdfs").mkdir()
     return {
         **os.environ,
@@ -40,6 +40,9 @@ def stack_env(tmp_path_factory) -> dict[str, str]:
         "CITEWEAVE_FETCHER_CACHE_DIR": str(tmp / "pdf-cache"),
         # An empty local PDF directory: nothing here may reach arxiv.org.
         "CITEWEAVE_FETCHER_PDF_DIR": str(tmp / "pdfs"),
+        "CITEWEAVE_GENERATOR_PORT": str(generator_port),
+        "CITEWEAVE_GATEWAY_PORT": str(free_port()),
+        "CITEWEAVE_GATEWAY_HTTP_PORT": str(free_port()),
         "CITEWEAVE_SYNC_PORT": str(sync_port),
         "CITEWEAVE_SYNC_ADDR": f"127.0.0.1:{sync_port}",
         "CITEWEAVE_SYNC_STATE_DIR": str(tmp / "sync-state"),

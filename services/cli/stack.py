@@ -10,13 +10,14 @@ from pathlib import Path
 from services.common.launcher import ServiceProcess, free_port
 
 # Start order: a service's peers come before it.
-SERVICE_ORDER = ("embedder", "retriever", "fetcher", "generator", "sync")
+SERVICE_ORDER = ("embedder", "retriever", "fetcher", "generator", "sync", "gateway")
 SETTINGS_CLASSES = {
     "embedder": "services.embedder.settings.EmbedderSettings",
     "retriever": "services.retriever.settings.RetrieverSettings",
     "fetcher": "services.fetcher.settings.FetcherSettings",
     "generator": "services.generator.settings.GeneratorSettings",
     "sync": "services.sync.settings.SyncSettings",
+    "gateway": "services.gateway.settings.GatewaySettings",
 }
 
 
@@ -76,6 +77,8 @@ class LocalStack:
         wired = {
             "retriever": {"embedder_addr": self.addr("embedder")},
             "sync": {"embedder_addrs": self.addr("embedder"), "retriever_addr": self.addr("retriever")},
+            "gateway": {f"{peer}_addr": self.addr(peer)
+                        for peer in ("embedder", "retriever", "fetcher", "generator")},
         }.get(name, {})
         return {**wired, **self.settings.get(name, {})}
 

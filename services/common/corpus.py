@@ -39,8 +39,21 @@ class BadRecord(ValueError):
     """A source record that cannot become a stored row; the message says why, for a person."""
 
 
+_DOI = re.compile(r"^10\.\d{4,9}/\S+$")
+
+
 def is_arxiv_id(paper_id: str) -> bool:
     return bool(ARXIV_NEW_STYLE.match(paper_id) or ARXIV_OLD_STYLE.match(paper_id))
+
+
+def paper_link(paper_id: str, url: str = "") -> str:
+    """A paper's page: arXiv's abstract page for arXiv ids, the corpus url, else doi.org for a
+    DOI (maybe empty)."""
+    if is_arxiv_id(paper_id):
+        return f"https://arxiv.org/abs/{paper_id}"
+    if not url and _DOI.match(paper_id):
+        return f"https://doi.org/{paper_id}"
+    return url
 
 
 def clean(text: str) -> str:

@@ -43,3 +43,19 @@ class Aborted(CiteweaveError):
     """A conflicting operation is running (e.g. a second sync); retry when it has finished."""
 
     code = grpc.StatusCode.ABORTED
+
+
+class Unauthenticated(CiteweaveError):
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class RateLimited(ResourceExhausted):
+    """Over a rate or concurrency limit: `retry_after_s` says when a retry can succeed."""
+
+    def __init__(self, message: str, retry_after_s: float):
+        super().__init__(f"{message}; retry in {retry_after_s:.0f} s")
+        self.retry_after_s = retry_after_s
+
+
+class DeadlineExceeded(CiteweaveError):
+    code = grpc.StatusCode.DEADLINE_EXCEEDED

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
 from grpc.aio import ServerInterceptor
 
-from services.common.errors import CiteweaveError
+from services.common.errors import CiteweaveError, RateLimited
 
 log = logging.getLogger("citeweave.rpc")
 
 
 async def _abort_for(exc: BaseException, context: grpc.aio.ServicerContext, method: str) -> None:
     if isinstance(exc, CiteweaveError):
+        if isinstance(exc, RateLimited):
+            context.set_trailing_metadata((("retry-after", str(math.ceil(exc.retry_after_s))),))
         log.info("rpc error", extra={"method": method, "code": exc.code.name, "detail": exc.message})
         await context.abort(exc.code, exc.message)
     log.exception("unexpected error", extra={"method": method})

@@ -63,7 +63,11 @@ def build_server(settings: ServiceSettings, app: ServiceApp) -> BuiltServer:
          reflection.SERVICE_NAME),
         server,
     )
-    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    # A service that serves TLS (the gateway, when a certificate is configured) says so.
+    credentials = getattr(app, "server_credentials", lambda: None)()
+    address = f"{settings.host}:{settings.port}"
+    port = (server.add_secure_port(address, credentials) if credentials is not None
+            else server.add_insecure_port(address))
     if port == 0:
         raise RuntimeError(f"could not bind {settings.host}:{settings.port}")
     return BuiltServer(server=server, port=port, health=health_servicer)

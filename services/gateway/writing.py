@@ -26,6 +26,8 @@ from services.gateway.depth import DeepPaper, Shortlist
 # (stage, done, total, message): ("summarizing", k, N, ...) after each summary, ("writing",
 # characters so far, 0, ...) after each delta.
 WriteProgress = Callable[[str, int, int, str], None]
+# ("delta", text) for each streamed piece of text, ("reset", reason) when the text so far is void.
+TextStream = Callable[[str, str], None]
 
 
 @dataclass
@@ -110,10 +112,12 @@ async def write_section(
     concurrency: int = 8,
     progress: WriteProgress | None = None,
     timeout_s: float = 300,
+    on_text: TextStream | None = None,
 ) -> Written:
     """Summaries of every shortlisted paper, then the synthesis; `timeout_s` is the deadline of
     each call (one Summarize, or the whole Synthesize stream). ValueError for an empty shortlist."""
     progress = progress or (lambda *args: None)
+    on_text = on_text or (lambda *args: None)
     papers = list(shortlist.papers)
     if not papers:
         raise ValueError("the shortlist is empty: there is nothing to write from")
@@ -140,11 +144,13 @@ async def write_section(
         if kind == "text_delta":
             parts.append(event.text_delta)
             chars += len(event.text_delta)
+            on_text("delta", event.text_delta)
             progress("writing", chars, 0, f"{chars:,} characters written")
         elif kind == "reset":
             parts.clear()
             chars = 0
             resets += 1
+            on_text("reset", event.reset.reason)
             progress("writing", 0, 0, f"starting over: {event.reset.reason}")
         elif kind == "result":
             result = event.result

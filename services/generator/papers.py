@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from services.common.corpus import is_arxiv_id
+from services.common.corpus import paper_link
 
 # Name suffixes that are not surnames: "Martin Luther King Jr." -> King.
 _SUFFIXES = {"jr", "jr.", "sr", "sr.", "ii", "iii", "iv"}
@@ -52,10 +52,7 @@ class Paper:
 
     @property
     def link(self) -> str:
-        """The paper's page: arXiv's abstract page for arXiv ids, else the corpus url."""
-        if is_arxiv_id(self.id):
-            return f"https://arxiv.org/abs/{self.id}"
-        return self.url
+        return paper_link(self.id, self.url)
 
 
 def _ascii(text: str) -> str:

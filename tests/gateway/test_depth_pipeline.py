@@ -16,66 +16,31 @@ import pytest
 
 from citeweave.retriever.v1 import retriever_pb2
 from tests.conftest import running_service
-from services.common.clients import sync_channel
-from services.common.corpus import embedding_text, read_jsonl, row_from_arxiv
+from tests.gateway.gateway_stack import (
+    PDFS,
+    QUERY,
+    REPO,
+    arxiv_fixture_papers,
+    fixture_papers,
+    store_corpus,
+)
 from services.fetcher.local_arxiv import LocalArxiv
 from services.gateway.depth import ABSTRACT_ONLY, FULL_TEXT, DepthOptions
 from services.gateway.peers import Peers
 from services.gateway.pipeline import abstract_input, pdf_input, run_to_shortlist
 
-REPO = Path(__file__).resolve().parents[2]
-PDFS = REPO / "tests" / "fixtures" / "pdfs"
-DISTRACTORS = REPO / "tests" / "fixtures" / "arxiv" / "kaggle-format-head200.jsonl"
 # Served by the mirror but never answers in time: the timeout fallback.
 STALLING_ID = "0704.0002"
-QUERY = (
-    "We study representation learning for scientific documents and citation recommendation. "
-    "Using a large corpus of academic papers with full text and citation links, we train "
-    "transformer encoders on the citation graph and evaluate document embeddings on "
-    "retrieval, ranking and summarization tasks."
-)
-
-
-def _papers() -> list[dict]:
-    return [json.loads(line) for line in (PDFS / "papers.jsonl").read_text().splitlines()]
-
-
-def _arxiv_papers() -> list[dict]:
-    return [p for p in _papers() if not p["id"].startswith("10.")]
-
-
-def _store_corpus(embedder_addr: str, retriever_addr: str) -> None:
-    """The seven fixture papers plus 60 arXiv distractors, embedded and upserted."""
-    from citeweave.embedder.v1 import embedder_pb2, embedder_pb2_grpc
-    from citeweave.retriever.v1 import retriever_pb2_grpc
-
-    rows = [(p["id"], p["title"], p["abstract"], p["authors"], p["year"]) for p in _papers()]
-    for i, record in enumerate(read_jsonl(DISTRACTORS)):
-        if i >= 60:
-            break
-        row = row_from_arxiv(record)
-        rows.append((row.id, row.title, row.abstract, row.authors, row.year))
-    with sync_channel(embedder_addr) as emb, sync_channel(retriever_addr) as ret:
-        vectors = embedder_pb2_grpc.EmbedderServiceStub(emb).Embed(
-            embedder_pb2.EmbedRequest(texts=[embedding_text(r[1], r[2]) for r in rows]), timeout=300
-        ).vectors
-        retriever_pb2_grpc.RetrieverServiceStub(ret).Upsert(retriever_pb2.UpsertRequest(records=[
-            retriever_pb2.PaperRecord(
-                paper=retriever_pb2.Paper(id=r[0], title=r[1], abstract=r[2], authors=r[3], year=r[4]),
-                vector=v.values,
-            )
-            for r, v in zip(rows, vectors)
-        ]), timeout=120)
 
 
 @pytest.fixture(scope="module")
 def stack(minilm_embedder, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("depth")
     with LocalArxiv() as arxiv:
-        for paper in _arxiv_papers():
+        for paper in arxiv_fixture_papers():
             arxiv.add(paper["id"], title=paper["title"], abstract=paper["abstract"],
                       pdf=PDFS / paper["file"])
-        arxiv.add(STALLING_ID, pdf=PDFS / _arxiv_papers()[0]["file"])
+        arxiv.add(STALLING_ID, pdf=PDFS / arxiv_fixture_papers()[0]["file"])
         arxiv.stall[STALLING_ID] = 60.0
         with running_service("retriever", tmp, {
             "milvus_uri": str(tmp / "store.db"), "embedder_addr": minilm_embedder.addr,
@@ -85,7 +50,7 @@ def stack(minilm_embedder, tmp_path_factory):
             "arxiv_delay_s": "0", "cache_dir": str(tmp / "pdf-cache"),
             "download_timeout_s": "3", "download_retries": "0",
         }) as fetcher:
-            _store_corpus(minilm_embedder.addr, retriever.addr)
+            store_corpus(minilm_embedder.addr, retriever.addr)
             yield {"embedder": minilm_embedder.addr, "retriever": retriever.addr,
                    "fetcher": fetcher.addr, "arxiv": arxiv}
 
@@ -114,11 +79,11 @@ def test_abstract_in_shortlist_out_with_chosen_pages(stack):
     result = _run(stack, DepthOptions(breadth=5, depth=2), abstract=QUERY, events=events)
     longlist = result.shortlist.longlist
     assert len(longlist) == 15 and len(result.shortlist.papers) == 5
-    with_pdf = {p["id"] for p in _arxiv_papers()}
+    with_pdf = {p["id"] for p in arxiv_fixture_papers()}
     by_id = {p.id: p for p in longlist}
     assert with_pdf <= set(by_id), "the five fixture papers with PDFs are in the longlist"
 
-    page_counts = {p["id"]: None for p in _arxiv_papers()}
+    page_counts = {p["id"]: None for p in arxiv_fixture_papers()}
     for paper in longlist:
         if paper.id in with_pdf:
             assert paper.text_source == FULL_TEXT, paper.fallback_reason
@@ -150,7 +115,7 @@ def test_second_run_reads_the_cache_and_gives_the_same_shortlist(stack):
     stack["arxiv"].reset_counters()
     second = _run(stack, options, abstract=QUERY)
     assert stack["arxiv"].pdf_requests() == 0 or all(
-        stack["arxiv"].pdf_requests(p["id"]) == 0 for p in _arxiv_papers()
+        stack["arxiv"].pdf_requests(p["id"]) == 0 for p in arxiv_fixture_papers()
     )
     full = [p for p in second.shortlist.longlist if p.text_source == FULL_TEXT]
     assert full and all(p.from_cache for p in full)
@@ -184,7 +149,7 @@ def test_unavailable_pdfs_fall_back_and_the_run_goes_on(stack):
 @pytest.mark.parametrize("aggregation", [retriever_pb2.PAGE_AGGREGATION_SUM,
                                          retriever_pb2.PAGE_AGGREGATION_MAX])
 def test_full_paper_input_searches_with_every_page(stack, aggregation):
-    longeval = next(p for p in _papers() if p["id"] == "2301.13298")
+    longeval = next(p for p in fixture_papers() if p["id"] == "2301.13298")
     result = _run(stack, DepthOptions(breadth=5, depth=2, page_aggregation=aggregation),
                   pdf=PDFS / longeval["file"])
     query = result.query
@@ -235,7 +200,7 @@ def test_shortlist_cli_json(stack, tmp_path):
 
 
 def test_shortlist_cli_rejects_two_inputs(tmp_path):
-    pdf = PDFS / _papers()[0]["file"]
+    pdf = PDFS / fixture_papers()[0]["file"]
     done = subprocess.run(
         [sys.executable, "-m", "services.cli.main", "shortlist", "--abstract-file", str(pdf),
          "--pdf", str(pdf)], capture_output=True, text=True, timeout=60, cwd=REPO,

@@ -27,7 +27,12 @@ if _version_not_supported:
 
 class GatewayServiceStub:
     """The public API: composes embedder, retriever, fetcher and generator into the Citegeist pipeline
-    and streams progress. Authenticated with an API key in the "x-api-key" metadata when enabled.
+    and streams progress. When the endpoint has API keys configured, every call carries one in the
+    "x-api-key" metadata (HTTP: the X-API-Key header or "Authorization: Bearer KEY"); a missing or
+    wrong key is UNAUTHENTICATED, a call over the tenant's rate or concurrency limit is
+    RESOURCE_EXHAUSTED with the seconds to wait in the message and in the "retry-after" trailer.
+    A downstream service that cannot be reached is UNAVAILABLE naming it; when only the generator
+    fails, the result still carries the longlist and shortlist, with `generation_error` set.
     """
 
     def __init__(self, channel):
@@ -51,27 +56,46 @@ class GatewayServiceStub:
                 request_serializer=citeweave_dot_gateway_dot_v1_dot_gateway__pb2.SearchPapersRequest.SerializeToString,
                 response_deserializer=citeweave_dot_gateway_dot_v1_dot_gateway__pb2.SearchPapersResponse.FromString,
                 _registered_method=True)
+        self.GetInfo = channel.unary_unary(
+                '/citeweave.gateway.v1.GatewayService/GetInfo',
+                request_serializer=citeweave_dot_gateway_dot_v1_dot_gateway__pb2.GetInfoRequest.SerializeToString,
+                response_deserializer=citeweave_dot_gateway_dot_v1_dot_gateway__pb2.GetInfoResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServiceServicer:
     """The public API: composes embedder, retriever, fetcher and generator into the Citegeist pipeline
-    and streams progress. Authenticated with an API key in the "x-api-key" metadata when enabled.
+    and streams progress. When the endpoint has API keys configured, every call carries one in the
+    "x-api-key" metadata (HTTP: the X-API-Key header or "Authorization: Bearer KEY"); a missing or
+    wrong key is UNAUTHENTICATED, a call over the tenant's rate or concurrency limit is
+    RESOURCE_EXHAUSTED with the seconds to wait in the message and in the "retry-after" trailer.
+    A downstream service that cannot be reached is UNAVAILABLE naming it; when only the generator
+    fails, the result still carries the longlist and shortlist, with `generation_error` set.
     """
 
     def GenerateRelatedWork(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """An abstract or a whole PDF -> progress events, text deltas, then one result.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Answer(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A question -> the same stream, with an answer citing corpus papers.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def SearchPapers(self, request, context):
         """The longlist only: no full text, no generation.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetInfo(self, request, context):
+        """Defaults, ranges and limits of this endpoint (what a client or the web page shows).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -95,6 +119,11 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     request_deserializer=citeweave_dot_gateway_dot_v1_dot_gateway__pb2.SearchPapersRequest.FromString,
                     response_serializer=citeweave_dot_gateway_dot_v1_dot_gateway__pb2.SearchPapersResponse.SerializeToString,
             ),
+            'GetInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetInfo,
+                    request_deserializer=citeweave_dot_gateway_dot_v1_dot_gateway__pb2.GetInfoRequest.FromString,
+                    response_serializer=citeweave_dot_gateway_dot_v1_dot_gateway__pb2.GetInfoResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'citeweave.gateway.v1.GatewayService', rpc_method_handlers)
@@ -105,7 +134,12 @@ def add_GatewayServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class GatewayService:
     """The public API: composes embedder, retriever, fetcher and generator into the Citegeist pipeline
-    and streams progress. Authenticated with an API key in the "x-api-key" metadata when enabled.
+    and streams progress. When the endpoint has API keys configured, every call carries one in the
+    "x-api-key" metadata (HTTP: the X-API-Key header or "Authorization: Bearer KEY"); a missing or
+    wrong key is UNAUTHENTICATED, a call over the tenant's rate or concurrency limit is
+    RESOURCE_EXHAUSTED with the seconds to wait in the message and in the "retry-after" trailer.
+    A downstream service that cannot be reached is UNAVAILABLE naming it; when only the generator
+    fails, the result still carries the longlist and shortlist, with `generation_error` set.
     """
 
     @staticmethod
@@ -179,6 +213,33 @@ class GatewayService:
             '/citeweave.gateway.v1.GatewayService/SearchPapers',
             citeweave_dot_gateway_dot_v1_dot_gateway__pb2.SearchPapersRequest.SerializeToString,
             citeweave_dot_gateway_dot_v1_dot_gateway__pb2.SearchPapersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/citeweave.gateway.v1.GatewayService/GetInfo',
+            citeweave_dot_gateway_dot_v1_dot_gateway__pb2.GetInfoRequest.SerializeToString,
+            citeweave_dot_gateway_dot_v1_dot_gateway__pb2.GetInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,
