@@ -1,5 +1,6 @@
 """`citeweave` command line: run the local stack, sync a corpus, topics, search, shortlist,
-PDF pages, benchmark."""
+generate a related-work section or answer a question through the gateway, PDF pages, evaluate,
+benchmark."""
 
 from __future__ import annotations
 
@@ -15,22 +16,34 @@ from typing import Annotated, Optional
 import grpc
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
 from citeweave.retriever.v1 import retriever_pb2
+from citeweave.client import CiteweaveClientError, Client
 from citeweave.sync.v1 import sync_pb2
 from services.gateway.depth import DEPTH_MAX, DEPTH_MIN, DepthOptions
 from services.cli import sync as sync_client
 from services.cli.console import console
 from services.cli.console import fail as _fail
 from services.cli.evaluate import eval_app
+from services.cli.generate import (
+    answer_command,
+    error_line,
+    follow,
+    generate_command,
+    print_shortlist,
+    show,
+)
 from services.cli.pages import pages_command
 from services.cli.search import RULES, search_longlist
-from services.cli.shortlist import AGGREGATIONS, print_shortlist, run_shortlist, shortlist_for
-from services.cli.stack import LocalStack, offline_fetcher_settings, unwind_on_sigterm
-from services.cli.write import print_section
-from services.cli.write import write as write_section
+from services.cli.shortlist import AGGREGATIONS, run_shortlist
+from services.cli.stack import (
+    LocalStack,
+    offline_fetcher_settings,
+    settings_class,
+    unwind_on_sigterm,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
@@ -38,6 +51,8 @@ topics_app = typer.Typer(no_args_is_help=True, help="BERTopic topics of the stor
 app.add_typer(topics_app, name="topics")
 app.add_typer(eval_app, name="eval")
 app.command("pages")(pages_command)
+app.command("generate")(generate_command)
+app.command("answer")(answer_command)
 REPO = Path(__file__).resolve().parents[2]
 DEMO_CORPUS = REPO / "data" / "demo" / "sample-10k.jsonl.gz"
 DEFAULT_LOG_DIR = REPO / "var" / "logs"
@@ -90,7 +105,10 @@ def up(
         stack.start(timeout_s, log=console.print)
     except (TimeoutError, RuntimeError, ValueError) as exc:
         _fail(str(exc))
-    console.print("[green]all services serving[/green]; Ctrl-C stops them")
+    http_port = settings_class("gateway")().http_port
+    console.print(f"[green]all services serving[/green]: the web page is on "
+                  f"http://127.0.0.1:{http_port}/ , the gRPC API on {stack.addr('gateway')}; "
+                  "Ctrl-C stops them")
     print("ready", flush=True)
     stop.wait()
     console.print("stopping")
@@ -298,11 +316,13 @@ def demo(
                            "mirror) instead of judging every paper on its abstract.")
     ] = False,
 ) -> None:
-    """Start the stack, sync the demo corpus, shortlist papers for the sample abstract, write a
-    related-work section with its references, print it, stop."""
+    """Start the stack, sync the demo corpus, then through the gateway: shortlist papers for the
+    sample abstract, write a related-work section with its references, print it; stop."""
     unwind_on_sigterm()
     abstract = abstract_file.read_text().strip()
     stack = LocalStack(log_dir=log_dir)
+    # The demo ends when the section is printed: its web page needs no fixed port.
+    stack.settings["gateway"] = {"http_port": "0"}
     if not online:
         # The demo corpus ships without PDFs: offline, every paper is judged on its abstract.
         DEMO_PDF_DIR.mkdir(parents=True, exist_ok=True)
@@ -320,10 +340,12 @@ def demo(
         summary, failures = sync_client.run_sync(stack.addr("sync"), request, console)
         sync_client.print_summary(summary, failures, console)
         console.print(f"\n[bold]Abstract[/bold] ({abstract_file}):\n{abstract}\n")
-        addrs = (stack.addr("embedder"), stack.addr("retriever"), stack.addr("fetcher"))
-        result = shortlist_for(addrs, abstract, None, DepthOptions(), retriever_pb2.SearchFilter())
+        with Client(stack.addr("gateway")) as client:
+            result = follow(client.generate(abstract))
         print_shortlist(result)
-        print_section(write_section(stack.addr("generator"), abstract, result.shortlist))
+        show(result, "Related work", as_json=False, bibtex=None)
+    except CiteweaveClientError as exc:
+        _fail(error_line(exc, stack.addr("gateway")))
     except grpc.RpcError as exc:
         _fail(f"{exc.code().name}: {exc.details()}")
     except (TimeoutError, RuntimeError) as exc:
