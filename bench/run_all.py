@@ -29,7 +29,7 @@ from bench import machine
 from bench.output import dumps, last_json_object
 
 REPO = Path(__file__).resolve().parents[1]
-BENCHMARKS = ("embedder", "retriever", "sync", "fetcher")
+BENCHMARKS = ("embedder", "retriever", "sync", "fetcher", "pipeline")
 DOCS = REPO / "docs"
 QUICK_OUT = REPO / "var" / "bench" / "quick"
 # What a quick run asks of each benchmark: minutes, not half an hour; figures not comparable.
@@ -38,6 +38,10 @@ QUICK_KWARGS: dict[str, dict] = {
     "retriever": {"sizes": (2_000, 10_000), "stores": ("lite",), "queries": 30},
     "sync": {"n_records": 3_000, "n_changed": 8, "repeats": 1, "rounds": 1},
     "fetcher": {"repeats": 1, "rounds": 2, "model": "all-MiniLM-L6-v2"},
+    # MiniLM needs a corpus embedded with it: the 60-record fixture slice, embedded by the sync.
+    "pipeline": {"breadth": 5, "rounds": 1, "latency_s": 0.2, "model": "all-MiniLM-L6-v2",
+                 "corpus": REPO / "tests" / "fixtures" / "arxiv" / "slice-a.jsonl.gz",
+                 "conditions": ("cold",)},
 }
 
 
@@ -77,6 +81,8 @@ def run_one(name: str, **kwargs) -> dict:
         from bench.sync_bench import run
     elif name == "fetcher":
         from bench.fetcher_bench import run
+    elif name == "pipeline":
+        from bench.pipeline_bench import run
     else:
         raise ValueError(f"unknown benchmark {name!r}; choose {', '.join(BENCHMARKS)} or all")
     return run(**kwargs)

@@ -356,7 +356,7 @@ def demo(
 
 @app.command()
 def bench(
-    name: Annotated[str, typer.Argument(help="embedder, retriever, sync, fetcher, or all.")],
+    name: Annotated[str, typer.Argument(help="embedder, retriever, sync, fetcher, pipeline, or all.")],
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object, as the last line of stdout.")
     ] = False,

@@ -57,7 +57,7 @@ def test_option_parsers():
     assert parse_sizes("10000, 100k,1M") == [10_000, 100_000, 1_000_000]
     assert parse_stores("lite,server") == ["lite", "server"]
     assert parse_batch_sizes("1,4,16") == [1, 4, 16] and parse_batch_sizes("none") == []
-    assert run_all.parse_only(None) == ["embedder", "retriever", "sync", "fetcher"]
+    assert run_all.parse_only(None) == ["embedder", "retriever", "sync", "fetcher", "pipeline"]
     for bad in (lambda: parse_sizes("10x"), lambda: parse_sizes("500"),
                 lambda: parse_stores("lite,cloud"), lambda: parse_batch_sizes("0"),
                 lambda: run_all.parse_only("embedder,gpu")):
