@@ -38,7 +38,13 @@ from services.common.errors import (
 from services.gateway import convert
 from services.gateway.depth import DEPTH_DEFAULT, DEPTH_MAX, DEPTH_MIN, DepthOptions, DepthStage
 from services.gateway.peers import Peers
-from services.gateway.pipeline import QueryInput, abstract_input, pdf_input, search_request
+from services.gateway.pipeline import (
+    QueryInput,
+    abstract_input,
+    extract_pdf,
+    pages_input,
+    search_request,
+)
 from services.gateway.settings import GatewaySettings
 from services.gateway.writing import BACKEND_BY_NAME, write_section
 
@@ -334,12 +340,10 @@ class Gateway:
 
     async def _read_input(self, checked: Request, deadline: Deadline) -> QueryInput:
         if checked.kind == "pdf":
-            try:
-                return await pdf_input(self.peers, checked.pdf, checked.filename, deadline.left())
-            except grpc.RpcError as error:
-                # ExtractPdf (fetcher) then Embed (embedder): the details say which failed.
-                service = "embedder" if "embed" in (error.details() or "").lower() else "fetcher"
-                raise self._downstream_error(service, error) from None
+            extracted = await self._call("fetcher", extract_pdf(
+                self.peers, checked.pdf, checked.filename, deadline.left()))
+            return await self._call("embedder", pages_input(self.peers, extracted,
+                                                            deadline.left()))
         return await self._call("embedder", abstract_input(self.peers, checked.text,
                                                            deadline.left()))
 

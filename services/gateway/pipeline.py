@@ -49,9 +49,16 @@ async def abstract_input(peers: Peers, abstract: str, timeout_s: float) -> Query
     return QueryInput("abstract", text, await peers.embed([text], timeout_s))
 
 
-async def pdf_input(peers: Peers, pdf: bytes, filename: str, timeout_s: float) -> QueryInput:
-    """Extracts and filters the PDF's pages (INVALID_ARGUMENT from the fetcher for a bad PDF) and
-    embeds every kept page."""
+@dataclass
+class ExtractedPdf:
+    pages: list  # fetcher Page messages, in page order, at most MAX_INPUT_PAGES
+    title: str
+    warnings: list[str]
+
+
+async def extract_pdf(peers: Peers, pdf: bytes, filename: str, timeout_s: float) -> ExtractedPdf:
+    """The PDF's kept pages, extracted and filtered by the fetcher (INVALID_ARGUMENT from it for
+    a bad PDF)."""
     extracted = await peers.fetcher.ExtractPdf(
         fetcher_pb2.ExtractPdfRequest(pdf=pdf, filename=filename), timeout=timeout_s
     )
@@ -62,11 +69,22 @@ async def pdf_input(peers: Peers, pdf: bytes, filename: str, timeout_s: float) -
             f"the PDF has {len(pages)} content pages; the first {MAX_INPUT_PAGES} were searched"
         )
         pages = pages[:MAX_INPUT_PAGES]
+    return ExtractedPdf(pages, extracted.title, warnings)
+
+
+async def pages_input(peers: Peers, extracted: ExtractedPdf, timeout_s: float) -> QueryInput:
+    """Every kept page embedded: the query of a whole paper."""
+    pages = extracted.pages
     vectors = await peers.embed([p.text[:PAGE_EMBED_CHARS] for p in pages], timeout_s)
     return QueryInput(
         "pdf", "\n\n".join(p.text for p in pages), vectors,
-        page_numbers=[p.number for p in pages], title=extracted.title, warnings=warnings,
+        page_numbers=[p.number for p in pages], title=extracted.title,
+        warnings=list(extracted.warnings),
     )
+
+
+async def pdf_input(peers: Peers, pdf: bytes, filename: str, timeout_s: float) -> QueryInput:
+    return await pages_input(peers, await extract_pdf(peers, pdf, filename, timeout_s), timeout_s)
 
 
 def search_request(
