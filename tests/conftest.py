@@ -71,3 +71,14 @@ def milvus_server_uri(tmp_path_factory) -> Iterator[str]:
     pytest.importorskip("milvus", reason="needs the Milvus server package: pip install milvus==2.3.5")
     with running_server(tmp_path_factory.mktemp("milvus-server")) as uri:
         yield uri
+
+
+@pytest.fixture(scope="session")
+def gateway_stack(minilm_embedder, tmp_path_factory):
+    """Every service running (keys off, the extractive writer) with the fixture corpus stored,
+    shared by the gateway, HTTP, client and browser tests. Tests leave it running: the outage
+    tests start their own; tests of keys and limits start their own gateway on it."""
+    from tests.gateway.gateway_stack import running_gateway_stack
+
+    with running_gateway_stack(tmp_path_factory.mktemp("gateway"), embedder=minilm_embedder) as stack:
+        yield stack

@@ -1,7 +1,7 @@
 """The web page in headless Chromium (Debian's /usr/bin/chromium driven by playwright-core from
 npm) against the gateway and every service as real processes: an abstract in, the references
 out with every citation linked, copy, BibTeX; a PDF in; a clear message for a file that is not a
-PDF. The browser steps are in web_page.mjs; this test starts the stack and runs it."""
+PDF. The browser steps are in web_page.mjs; this test runs it against the shared gateway stack."""
 
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.gateway.gateway_stack import GatewayStack, PDFS, QUERY, running_gateway_stack
+from tests.gateway.gateway_stack import PDFS, QUERY
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -39,25 +38,18 @@ def _missing() -> str | None:
 pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
 
 
-@pytest.fixture(scope="module")
-def stack(minilm_embedder, tmp_path_factory) -> Iterator[GatewayStack]:
-    with running_gateway_stack(tmp_path_factory.mktemp("browser"),
-                               embedder=minilm_embedder) as stack:
-        yield stack
-
-
-def test_web_page(stack, tmp_path):
+def test_web_page(gateway_stack, tmp_path):
     screenshot = (DOCS_SCREENSHOT if os.environ.get("CITEWEAVE_UPDATE_SCREENSHOT") == "1"
                   else tmp_path / "web-page.png")
     not_a_pdf = tmp_path / "notes.txt"
     not_a_pdf.write_text("Notes for the paper, not the paper.\n")
     run = subprocess.run(
-        ["node", str(HERE / "web_page.mjs"), "--url", stack.http_url, "--abstract", QUERY,
+        ["node", str(HERE / "web_page.mjs"), "--url", gateway_stack.http_url, "--abstract", QUERY,
          "--pdf", str(PDF), "--not-pdf", str(not_a_pdf), "--screenshot", str(screenshot),
          "--chromium", str(CHROMIUM)],
         cwd=HERE, capture_output=True, text=True, timeout=400,
     )
-    assert run.returncode == 0, f"{run.stderr}\n{run.stdout}\n{stack.log('gateway')[-3000:]}"
+    assert run.returncode == 0, f"{run.stderr}\n{run.stdout}\n{gateway_stack.log('gateway')[-3000:]}"
     seen = json.loads(run.stdout.strip().splitlines()[-1])
     assert seen["steps"][-1] == "a file that is not a PDF"
     assert seen["references"] >= 3 and seen["bibtexEntries"] == seen["references"]

@@ -145,7 +145,10 @@ def running_gateway_stack(
         stack.processes["generator"] = stack_exit.enter_context(
             running_service("generator", tmp, generator_settings or {}))
         store_corpus(embedder.addr, stack.addr("retriever"))
-        start_gateway(stack, gateway_settings)
+        # Every test calls from 127.0.0.1, one tenant when keys are off: the default limits
+        # (30 a minute) would refuse a suite's worth of requests. Limits have their own gateways.
+        start_gateway(stack, {"requests_per_minute": "100000", "max_concurrent_per_key": "64",
+                              **(gateway_settings or {})})
         stack_exit.callback(lambda: stack.processes["gateway"].stop())
         if gateway_settings and gateway_settings.get("api_keys_file"):
             stack.api_key = API_KEY
