@@ -22,10 +22,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TimeElapsedCo
 
 from citeweave import client as cw
 from services.cli.console import console, fail
-from services.gateway.depth import DEPTH_MAX, DEPTH_MIN
-
-# The retriever's BREADTH_MIN/MAX, not imported: services.retriever.app loads Milvus.
-BREADTH_MIN, BREADTH_MAX = 5, 20
+from services.gateway.depth import BREADTH_MAX, BREADTH_MIN, DEPTH_MAX, DEPTH_MIN
 
 DOWNSTREAM = tuple(f"the {name} " for name in ("embedder", "retriever", "fetcher", "generator"))
 Style = Enum("Style", {name: name for name in cw.STYLES}, type=str)

@@ -58,17 +58,16 @@ def timings(seconds: dict[str, float]) -> list[gw.StageTiming]:
             for name, value in seconds.items()]
 
 
-def generation_parts(result: gpb.SynthesisResult) -> dict:
-    """The GenerationResult fields that come from the generator's SynthesisResult."""
-    report = result.report
-    return {
-        "text": result.text,
-        "references": [gw.Reference(paper_id=r.paper_id, marker=r.marker, formatted=r.formatted,
-                                    url=r.url, key=r.key) for r in result.references],
-        "bibtex": result.bibtex,
-        "report": gw.GenerationReport(
-            backend=backend_name(report.backend), fallback_reason=report.fallback_reason,
-            papers_cited=report.papers_cited, papers_shortlisted=report.papers_shortlisted,
-            citations_removed=len(report.removed_citations), note=report.note,
-        ),
-    }
+def fill_generation(result: gw.GenerationResult, synthesis: gpb.SynthesisResult) -> None:
+    """Sets the GenerationResult fields that come from the generator's SynthesisResult."""
+    report = synthesis.report
+    result.text = synthesis.text
+    result.bibtex = synthesis.bibtex
+    result.references.extend(
+        gw.Reference(paper_id=r.paper_id, marker=r.marker, formatted=r.formatted, url=r.url,
+                     key=r.key) for r in synthesis.references)
+    result.report.CopyFrom(gw.GenerationReport(
+        backend=backend_name(report.backend), fallback_reason=report.fallback_reason,
+        papers_cited=report.papers_cited, papers_shortlisted=report.papers_shortlisted,
+        citations_removed=len(report.removed_citations), note=report.note,
+    ))

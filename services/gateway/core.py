@@ -36,7 +36,16 @@ from services.common.errors import (
     check_range,
 )
 from services.gateway import convert
-from services.gateway.depth import DEPTH_DEFAULT, DEPTH_MAX, DEPTH_MIN, DepthOptions, DepthStage
+from services.gateway.depth import (
+    BREADTH_DEFAULT,
+    BREADTH_MAX,
+    BREADTH_MIN,
+    DEPTH_DEFAULT,
+    DEPTH_MAX,
+    DEPTH_MIN,
+    DepthOptions,
+    DepthStage,
+)
 from services.gateway.peers import Peers
 from services.gateway.pipeline import (
     QueryInput,
@@ -46,11 +55,10 @@ from services.gateway.pipeline import (
     search_request,
 )
 from services.gateway.settings import GatewaySettings
-from services.gateway.writing import BACKEND_BY_NAME, write_section
+from services.gateway.writing import BACKEND_BY_NAME, backend_name, write_section
 
 log = logging.getLogger("citeweave.gateway")
 
-BREADTH_MIN, BREADTH_DEFAULT, BREADTH_MAX = 5, 10, 20
 DIVERSITY_DEFAULT = 0.0
 RULES = {
     gw.SELECTION_RULE_UNSPECIFIED: retriever_pb2.SELECTION_RULE_MMR,
@@ -223,11 +231,9 @@ class Gateway:
         try:
             generator = await self.generator.GetInfo(gpb.GetInfoRequest(), timeout=1.0)
             if not reply.default_backend:
-                reply.default_backend = gpb.Backend.Name(generator.default_backend).removeprefix(
-                    "BACKEND_").lower()
+                reply.default_backend = backend_name(generator.default_backend)
             if self.settings.allow_backend_choice:
-                reply.backends.extend(gpb.Backend.Name(b).removeprefix("BACKEND_").lower()
-                                      for b in generator.backends)
+                reply.backends.extend(backend_name(b) for b in generator.backends)
         except grpc.RpcError:
             pass
         try:
@@ -424,13 +430,7 @@ class Gateway:
         else:
             seconds["summarizing"] = written.seconds["summarize"]
             seconds["writing"] = written.seconds["synthesize"]
-            for name, value in convert.generation_parts(written.result).items():
-                if name == "report":
-                    result.report.CopyFrom(value)
-                elif name == "references":
-                    result.references.extend(value)
-                else:
-                    setattr(result, name, value)
+            convert.fill_generation(result, written.result)
             if written.result.report.fallback_reason:
                 result.warnings.append("the LLM was not used: "
                                        f"{written.result.report.fallback_reason}")

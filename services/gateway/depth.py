@@ -22,6 +22,8 @@ from citeweave.retriever.v1 import retriever_pb2
 from services.gateway.peers import Peers
 
 DEPTH_DEFAULT, DEPTH_MIN, DEPTH_MAX = 2, 1, 5
+# The shortlist size; the retriever enforces the same range on its own contract.
+BREADTH_MIN, BREADTH_DEFAULT, BREADTH_MAX = 5, 10, 20
 # The model reads ~384 tokens of a page; sending more only costs tokenizing and bytes.
 PAGE_EMBED_CHARS = 4000
 FULL_TEXT, ABSTRACT_ONLY = "full_text", "abstract_only"
