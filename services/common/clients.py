@@ -1,4 +1,12 @@
-"""Channels to peer services and readiness waits."""
+"""Channels to peer services and readiness waits.
+
+Every channel balances round robin over all the addresses its target resolves to. On Kubernetes
+a peer behind a headless Service resolves to every pod, so each replica of an autoscaled
+embedder gets its share of the calls; with pick_first (gRPC's default) one HTTP/2 connection
+would carry every call to one pod however many there are. A target with one address behaves as
+before. New pods are found when the channel re-resolves, which a server's max_connection_age
+(services/common/settings.py) triggers by closing connections now and then.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +17,12 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+LB_POLICY = "round_robin"
 
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.lb_policy_name", LB_POLICY),
 ]
 
 

@@ -49,7 +49,15 @@ class BuiltServer:
 
 def grpc_options(settings: ServiceSettings) -> list[tuple[str, int]]:
     size = settings.max_message_mb * 1024 * 1024
-    return [("grpc.max_send_message_length", size), ("grpc.max_receive_message_length", size)]
+    options = [("grpc.max_send_message_length", size), ("grpc.max_receive_message_length", size)]
+    if settings.max_connection_age_s > 0:
+        # GOAWAY now and then makes clients reconnect and re-resolve, so they find new replicas.
+        options += [
+            ("grpc.max_connection_age_ms", max(1, round(settings.max_connection_age_s * 1000))),
+            ("grpc.max_connection_age_grace_ms",
+             round(settings.max_connection_age_grace_s * 1000)),
+        ]
+    return options
 
 
 def build_server(settings: ServiceSettings, app: ServiceApp) -> BuiltServer:
