@@ -192,7 +192,7 @@ async def _gateway_run(addrs: dict[str, str], abstract: str, breadth: int, depth
     front ends only forward the stream), timed at the caller; the stages as the result's
     timings give them."""
     settings = GatewaySettings(
-        port=0, http_port=0, embedder_addr=addrs["embedder"], retriever_addr=addrs["retriever"],
+        port=0, http_port=0, embedder_addrs=addrs["embedder"], retriever_addr=addrs["retriever"],
         fetcher_addr=addrs["fetcher"], generator_addr=addrs["generator"],
         fetch_concurrency=variant.fetch_concurrency,
         summary_concurrency=variant.summary_concurrency, request_timeout_s=CALL_TIMEOUT_S,

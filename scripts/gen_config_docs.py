@@ -21,7 +21,8 @@ HEADER = """# Configuration
 
 Every service reads its settings from environment variables `CITEWEAVE_<SERVICE>_<SETTING>`
 (pydantic-settings). A malformed value stops the service at start-up (exit code 2) with a log
-line naming the variable, the value and the rule. Peers are given as `*_ADDR` (`host:port`).
+line naming the variable, the value and the rule. Peers are given as `*_ADDR` (`host:port`), or
+as `*_ADDRS` (a comma-separated `host:port` list) where calls are spread over replicas.
 
 This file is generated from the code by `python scripts/gen_config_docs.py`; a test fails when
 it is out of date.

@@ -156,12 +156,12 @@ class Gateway:
     def __init__(self, settings: GatewaySettings):
         self.settings = settings
         self.peers = Peers.connect(
-            settings.embedder_addr, settings.retriever_addr, settings.fetcher_addr
+            settings.embedder_addr_list, settings.retriever_addr, settings.fetcher_addr
         )
         self._generator_channel = aio_channel(settings.generator_addr)
         self.generator = generator_pb2_grpc.GeneratorServiceStub(self._generator_channel)
         self.addrs = {
-            "embedder": settings.embedder_addr, "retriever": settings.retriever_addr,
+            "embedder": settings.embedder_addrs, "retriever": settings.retriever_addr,
             "fetcher": settings.fetcher_addr, "generator": settings.generator_addr,
         }
 
@@ -333,7 +333,8 @@ class Gateway:
 
     def _downstream_error(self, service: str, error: grpc.RpcError) -> CiteweaveError:
         code = error.code()
-        where = f"the {service} ({self.addrs[service]})"
+        # Of several embedder replicas, the ones tried (EmbedderCallError.addr).
+        where = f"the {service} ({getattr(error, 'addr', None) or self.addrs[service]})"
         if code == grpc.StatusCode.UNAVAILABLE:
             return Unavailable(f"{where} is unavailable: {error.details()}")
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:

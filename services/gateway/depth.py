@@ -19,7 +19,7 @@ import numpy as np
 
 from citeweave.fetcher.v1 import fetcher_pb2
 from citeweave.retriever.v1 import retriever_pb2
-from services.gateway.peers import Peers
+from services.gateway.peers import EmbedderCallError, Peers
 
 DEPTH_DEFAULT, DEPTH_MIN, DEPTH_MAX = 2, 1, 5
 # The shortlist size; the retriever enforces the same range on its own contract.
@@ -87,6 +87,8 @@ def _query(query_vectors: np.ndarray) -> dict:
 
 
 def _rpc_reason(service: str, error: grpc.RpcError) -> str:
+    if isinstance(error, EmbedderCallError):
+        service = f"embedder {error.addr}"
     return f"{service} failed ({error.code().name}: {error.details()})"
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from services.common.settings import ServiceSettings, check_host_port
+from services.common.settings import ServiceSettings, check_host_port, check_host_port_list
 
 
 class GatewaySettings(ServiceSettings):
@@ -20,7 +21,13 @@ class GatewaySettings(ServiceSettings):
         8080, ge=0, le=65535,
         description="Port of the web page and the JSON HTTP API; 0 picks a free one.",
     )
-    embedder_addr: str = Field("127.0.0.1:50051", description="Embedder host:port.")
+    embedder_addrs: str = Field(
+        "127.0.0.1:50051",
+        description="Comma-separated embedder host:port list, replicas serving one model. "
+        "Embed calls go to them round robin, chunk by chunk, so the replicas share even one "
+        "request's pages. On Kubernetes give one headless Service name: it resolves to every "
+        "pod and the channel balances over them.",
+    )
     retriever_addr: str = Field("127.0.0.1:50052", description="Retriever host:port.")
     fetcher_addr: str = Field("127.0.0.1:50053", description="Fetcher host:port.")
     generator_addr: str = Field("127.0.0.1:50054", description="Generator host:port.")
@@ -70,7 +77,12 @@ class GatewaySettings(ServiceSettings):
     )
     tls_key_file: Path | None = Field(None, description="PEM private key of tls_cert_file.")
 
-    @field_validator("embedder_addr", "retriever_addr", "fetcher_addr", "generator_addr")
+    @field_validator("embedder_addrs")
+    @classmethod
+    def _addrs(cls, value: str, info) -> str:
+        return check_host_port_list(value, info.field_name)
+
+    @field_validator("retriever_addr", "fetcher_addr", "generator_addr")
     @classmethod
     def _addr(cls, value: str, info) -> str:
         return check_host_port(value, info.field_name)
@@ -90,10 +102,24 @@ class GatewaySettings(ServiceSettings):
         return value
 
     @model_validator(mode="after")
+    def _renamed(self) -> "GatewaySettings":
+        # pydantic-settings ignores variables of no field: the old name would silently leave the
+        # gateway on the default embedder address.
+        if os.environ.get("CITEWEAVE_GATEWAY_EMBEDDER_ADDR"):
+            raise ValueError("CITEWEAVE_GATEWAY_EMBEDDER_ADDR is now "
+                             "CITEWEAVE_GATEWAY_EMBEDDER_ADDRS (a comma-separated host:port "
+                             "list): rename it")
+        return self
+
+    @model_validator(mode="after")
     def _tls_pair(self) -> "GatewaySettings":
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ValueError("tls_cert_file and tls_key_file go together: set both or neither")
         return self
+
+    @property
+    def embedder_addr_list(self) -> list[str]:
+        return self.embedder_addrs.split(",")
 
     @property
     def max_pdf_bytes(self) -> int:

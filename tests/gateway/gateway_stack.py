@@ -101,7 +101,7 @@ def start_gateway(stack: GatewayStack, settings: dict[str, str] | None = None,
     """A gateway process wired to the stack's services (its own free gRPC and HTTP ports)."""
     http_port = free_port()
     wired = {
-        "embedder_addr": stack.addr("embedder"), "retriever_addr": stack.addr("retriever"),
+        "embedder_addrs": stack.addr("embedder"), "retriever_addr": stack.addr("retriever"),
         "fetcher_addr": stack.addr("fetcher"), "generator_addr": stack.addr("generator"),
         "http_port": str(http_port),
     }

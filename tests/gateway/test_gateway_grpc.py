@@ -262,8 +262,8 @@ def test_tls(gateway_stack, tmp_path):
     from services.common.launcher import ServiceProcess, free_port
 
     process = ServiceProcess("gateway", free_port(), {
-        **{f"{s}_addr": gateway_stack.addr(s) for s in ("embedder", "retriever", "fetcher",
-                                                         "generator")},
+        "embedder_addrs": gateway_stack.addr("embedder"),
+        **{f"{s}_addr": gateway_stack.addr(s) for s in ("retriever", "fetcher", "generator")},
         "http_port": str(free_port()), **settings}, log_path=tmp_path / "tls.log").start()
     try:
         credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
