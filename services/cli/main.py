@@ -39,8 +39,11 @@ from services.cli.pages import pages_command
 from services.cli.search import RULES, search_longlist
 from services.cli.shortlist import AGGREGATIONS, run_shortlist
 from services.cli.stack import (
+    MAX_REPLICAS,
+    REPLICABLE,
     LocalStack,
     offline_fetcher_settings,
+    parse_replicas,
     settings_class,
     unwind_on_sigterm,
 )
@@ -93,11 +96,25 @@ def _rpc_errors(func):
 def up(
     log_dir: Annotated[Path, typer.Option(help="Where each service writes its log.")] = DEFAULT_LOG_DIR,
     timeout_s: Annotated[float, typer.Option(help="Seconds to wait for each service.")] = 600,
+    replicas: Annotated[
+        Optional[list[str]],
+        typer.Option("--replicas", metavar="NAME=N",
+                     help=f"Run N processes of a service, each on its own port with its own "
+                     f"log (repeatable; N from 1 to {MAX_REPLICAS}). Only "
+                     f"{', '.join(REPLICABLE)}: the sync service and the gateway spread their "
+                     "calls over every replica."),
+    ] = None,
 ) -> None:
     """Start every service on 127.0.0.1 and keep them running until Ctrl-C or SIGTERM.
 
-    Ports and settings come from each service's CITEWEAVE_<SVC>_* environment variables."""
-    stack = LocalStack(log_dir=log_dir)
+    Ports and settings come from each service's CITEWEAVE_<SVC>_* environment variables.
+
+    A replica after the first takes a free port (and a free metrics port when metrics are on)."""
+    try:
+        counts = parse_replicas(replicas or [])
+    except ValueError as exc:
+        _fail(str(exc), code=2)
+    stack = LocalStack(log_dir=log_dir, replicas=counts)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -109,6 +126,8 @@ def up(
     console.print(f"[green]all services serving[/green]: the web page is on "
                   f"http://127.0.0.1:{http_port}/ , the gRPC API on {stack.addr('gateway')}; "
                   "Ctrl-C stops them")
+    for line in stack.endpoints():
+        console.print(f"  {line}", highlight=False)
     print("ready", flush=True)
     stop.wait()
     console.print("stopping")

@@ -34,6 +34,12 @@ class ServiceProcess:
     log_path: Path | None = None
     process: subprocess.Popen | None = None
     _log: IO | None = None
+    # How messages name it: "embedder-2" for a replica; the service name when empty.
+    label: str = ""
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name
 
     @property
     def addr(self) -> str:
@@ -74,14 +80,14 @@ class ServiceProcess:
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
                 raise RuntimeError(
-                    f"{self.name} exited with code {self.process.returncode} before serving:\n"
+                    f"{self.title} exited with code {self.process.returncode} before serving:\n"
                     f"{self.log_tail()}"
                 )
             if is_serving(self.addr):
                 return
             time.sleep(0.25)
         raise TimeoutError(
-            f"{self.name} did not report SERVING on {self.addr} within {timeout_s:.0f}s:\n"
+            f"{self.title} did not report SERVING on {self.addr} within {timeout_s:.0f}s:\n"
             f"{self.log_tail()}"
         )
 
