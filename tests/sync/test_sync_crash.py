@@ -10,6 +10,7 @@ import numpy as np
 
 from citeweave.sync.v1 import sync_pb2
 from sync_support import run_sync, sync_stack
+from tests.conftest import running_service
 
 BATCH = 4
 
@@ -43,7 +44,10 @@ def test_sigkill_mid_batch_then_rerun_equals_an_uninterrupted_run(slices, minilm
         run_sync(reference.sync_stub, slices.b, batch_size=16)
         expected = _snapshot_of_store(reference, all_ids)
 
-    with sync_stack(tmp_path / "crash", minilm_embedder.addr) as stack:
+    # An embedder without a cache: the reference run just embedded every text, and served from a
+    # cache the whole sync could finish before the SIGKILL lands.
+    with running_service("embedder", tmp_path, {"model": "all-MiniLM-L6-v2", "cache_entries": "0"}) as uncached, \
+            sync_stack(tmp_path / "crash", uncached.addr) as stack:
         run_sync(stack.sync_stub, slices.a, batch_size=16)
         upserted_before_kill = _kill_mid_sync(stack, slices.b)
         # Rows already carrying B's hash were finished before the kill.
@@ -54,7 +58,7 @@ def test_sigkill_mid_batch_then_rerun_equals_an_uninterrupted_run(slices, minilm
         assert stack.count() == 60 + sum(1 for i in slices.new_ids if i in at_kill)
         assert upserted_before_kill <= finished < 44, "the kill must land before the end"
 
-        stack.start_sync(minilm_embedder.addr)
+        stack.start_sync(uncached.addr)
         rerun = run_sync(stack.sync_stub, slices.b, batch_size=BATCH)
         assert rerun.summary.resumed
         # Exactly the unfinished work is done again; nothing finished is redone.
