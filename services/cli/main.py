@@ -137,8 +137,9 @@ def up(
 @app.command("sync")
 @_rpc_errors
 def sync_command(
-    source: Annotated[Path, typer.Argument(
-        help="Kaggle arXiv snapshot or generic JSON lines (.jsonl or .jsonl.gz).")] = DEMO_CORPUS,
+    source: Annotated[str, typer.Argument(
+        help="Kaggle arXiv snapshot or generic JSON lines (.jsonl or .jsonl.gz): a path, or an "
+        "http(s) URL the sync service downloads.")] = str(DEMO_CORPUS),
     snapshot: Annotated[bool, typer.Option(
         "--snapshot", help="Take vectors from the embeddings-*.npz snapshot beside SOURCE "
         "where id and hash match; embed the rest.")] = False,
@@ -155,16 +156,22 @@ def sync_command(
     """Bring the store in step with SOURCE: embed new and changed records, skip unchanged ones."""
     if source_format not in sync_client.FORMATS:
         _fail(f"--format must be one of {', '.join(sync_client.FORMATS)}, got {source_format!r}")
-    source = source.resolve()
-    if not source.exists():
-        _fail(f"{source} does not exist")
+    # A URL is the sync service's to check and download; a path is checked here, where a typo
+    # is cheapest to report.
+    if "://" not in source:
+        local = Path(source).resolve()
+        if not local.exists():
+            _fail(f"{local} does not exist")
+        source = str(local)
     if snapshot and snapshot_file is None:
+        if "://" in source:
+            _fail("--snapshot looks beside a local SOURCE; for a URL, give --snapshot-file")
         try:
-            snapshot_file = sync_client.snapshot_beside(source)
+            snapshot_file = sync_client.snapshot_beside(Path(source))
         except FileNotFoundError as exc:
             _fail(str(exc))
     request = sync_pb2.SyncRequest(
-        source_path=str(source),
+        source_path=source,
         format=sync_client.FORMATS[source_format],
         options=sync_pb2.SyncOptions(
             delete_missing=delete_missing, dry_run=dry_run, batch_size=batch_size, limit=limit,

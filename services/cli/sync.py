@@ -13,12 +13,8 @@ from rich.table import Table
 
 from citeweave.sync.v1 import sync_pb2, sync_pb2_grpc
 from services.common.clients import sync_channel
+from services.sync.sources import FORMAT_CHOICES as FORMATS
 
-FORMATS = {
-    "auto": sync_pb2.SOURCE_FORMAT_UNSPECIFIED,
-    "arxiv": sync_pb2.SOURCE_FORMAT_ARXIV_KAGGLE,
-    "jsonl": sync_pb2.SOURCE_FORMAT_JSONL,
-}
 COUNT_FIELDS = ("read", "unchanged", "changed", "new", "embedded", "vector_reused",
                 "from_snapshot", "upserted", "failed", "missing", "deleted")
 FAILURES_SHOWN = 20
@@ -37,6 +33,9 @@ def counts_dict(counts: sync_pb2.SyncCounts) -> dict[str, int]:
 
 
 def _progress_line(progress: sync_pb2.SyncProgress) -> str:
+    if progress.phase == sync_pb2.SYNC_PHASE_DOWNLOADING:
+        total = f" of {progress.bytes_total / 1e6:,.1f}" if progress.bytes_total else ""
+        return f"downloading the source: {progress.bytes_read / 1e6:,.1f}{total} MB"
     c = progress.counts
     return (f"read {c.read:,} · unchanged {c.unchanged:,} · changed {c.changed:,} · new {c.new:,}"
             f" · embedded {c.embedded:,} · upserted {c.upserted:,} · failed {c.failed:,}"
@@ -58,13 +57,18 @@ def run_sync(
         TextColumn("{task.description}"),
         console=console, disable=not show_progress, transient=False,
     ) as bar:
-        task = bar.add_task("reading the source", total=None)
+        task = bar.add_task("starting", total=None)
+        phase = sync_pb2.SYNC_PHASE_UNSPECIFIED
         stub = sync_pb2_grpc.SyncServiceStub(channel)
         for event in stub.Sync(request, timeout=timeout_s):
             kind = event.WhichOneof("event")
             if kind == "progress":
                 p = event.progress
-                # The fraction of the file read: the one measure of "done" known in advance.
+                if p.phase != phase:  # the download's rate must not skew the reading's ETA
+                    phase = p.phase
+                    bar.reset(task)
+                # The fraction of the file downloaded, then read: the one measure of "done"
+                # known in advance.
                 bar.update(task, description=_progress_line(p),
                            total=p.bytes_total or None, completed=p.bytes_read)
             elif kind == "failure":

@@ -19,6 +19,7 @@ from citeweave.sync.v1 import sync_pb2, sync_pb2_grpc
 from services.common.clients import wait_serving_async
 from services.common.corpus import embedding_text
 from services.common.errors import Aborted, FailedPrecondition, Unavailable
+from services.sync.download import shown
 from services.sync.job import Peers, SyncRun
 from services.sync.peers import Cancelled, EmbedderPool, RetrieverClient
 from services.sync.settings import SyncSettings
@@ -79,26 +80,12 @@ class SyncServicer(sync_pb2_grpc.SyncServiceServicer):
 
     async def Sync(self, request, context):
         peers = await self.app.peers()
-        settings = self.app.settings
 
         def job(emit, cancelled):
-            run = SyncRun(
-                request, peers,
-                default_batch_size=settings.batch_size,
-                batches_per_embedder=settings.batches_per_embedder,
-                embedder_count=len(settings.embedder_addr_list),
-                state_dir=settings.state_dir,
-                progress_interval_s=settings.progress_interval_s,
-                emit=emit,
-                cancelled=cancelled,
-            )
-            summary = run.run()
-            log.info("sync finished", extra={"source": request.source_path,
-                                             "counts": str(summary.counts).replace("\n", " ")})
-            return summary
+            return SyncRun(request, peers, self.app.settings, emit, cancelled).run()
 
         async for event in self._stream_job(
-            f"a sync of {request.source_path}", job,
+            f"a sync of {shown(request.source_path)}", job,
             lambda summary: sync_pb2.SyncResponse(summary=summary),
         ):
             yield event
@@ -140,8 +127,16 @@ class SyncApp:
 
     async def warm_up(self) -> None:
         s = self.settings
-        for addr in (*s.embedder_addr_list, s.retriever_addr):
-            await wait_serving_async(addr, s.peer_wait_s)
+        peers = [*(("embedder", a, "EMBEDDER_ADDRS") for a in s.embedder_addr_list),
+                 ("retriever", s.retriever_addr, "RETRIEVER_ADDR")]
+        for kind, addr, setting in peers:
+            try:
+                await wait_serving_async(addr, s.peer_wait_s)
+            except TimeoutError:
+                raise Unavailable(
+                    f"{kind} {addr} did not report SERVING within {s.peer_wait_s:g} s; check that "
+                    f"it runs and that CITEWEAVE_SYNC_{setting} names it"
+                ) from None
         self._embedders = EmbedderPool(s.embedder_addr_list, s.rpc_timeout_s, s.rpc_attempts)
         await asyncio.to_thread(self._embedders.check_models)
         self._retriever = RetrieverClient(s.retriever_addr, s.rpc_timeout_s, s.rpc_attempts)

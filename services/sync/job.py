@@ -4,6 +4,10 @@ Crash safety comes from the store itself: a row's vector and its sha256 are writ
 one upsert, so after a crash every row is either the old record with the old hash or the new
 record with the new hash. Rerunning the diff therefore finds exactly the work that is left (at
 most the batches that were in flight) and nothing is embedded twice beyond those.
+
+Shards split one source among parallel runs (a Kubernetes Indexed Job): every run reads the whole
+file and keeps the records whose id hashes to its shard, so the runs write disjoint sets of ids
+and need no coordination beyond the store.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import logging
 import os
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +29,15 @@ import numpy as np
 from citeweave.retriever.v1 import retriever_pb2
 from citeweave.sync.v1 import sync_pb2
 from services.common.corpus import PaperRow, embedding_text
-from services.sync.peers import Cancelled, EmbedderPool, Rejected, RetrieverClient
-from services.sync.snapshot import Snapshot
+from services.common.errors import InvalidArgument
 from services.sync import linecache
-from services.sync.sources import FORMAT_NAMES, Failure, Known, Source, sha_prefix
+from services.sync.download import Downloader, is_url, shown
+from services.sync.peers import Cancelled, EmbedderPool, Rejected, RetrieverClient
+from services.sync.settings import SyncSettings
+from services.sync.snapshot import Snapshot
+from services.sync.sources import (
+    FORMAT_NAMES, Failure, Known, Parsed, Source, check_format, sha_prefix,
+)
 
 if TYPE_CHECKING:  # BERTopic's imports take seconds; only a fitted model loads them
     from services.sync.topics import TopicModel
@@ -89,6 +99,45 @@ class Peers:
     topics: TopicModel | None
 
 
+def shard_of(record_id: str, shard_count: int) -> int:
+    """A record's shard. CRC-32 of the id's bytes, never hash(): that is salted per process, and
+    parallel shard runs must agree on every id."""
+    return zlib.crc32(record_id.encode("utf-8")) % shard_count
+
+
+def check_request(request: sync_pb2.SyncRequest) -> None:
+    """What is wrong with a request on its face, found before anything is downloaded or written."""
+    check_format(request.format)
+    is_url(request.source_path)  # refuses schemes other than http(s)
+    options = request.options
+    if options.shard_index >= max(options.shard_count, 1):
+        raise InvalidArgument(
+            f"shard_index {options.shard_index} is out of range for shard_count "
+            f"{options.shard_count}: shards are numbered 0 to shard_count - 1 (shard_count 0 "
+            "or 1 means no sharding, shard 0 only)"
+        )
+    if options.delete_missing and options.shard_count > 1:
+        raise InvalidArgument(
+            "delete_missing cannot be combined with shard_count > 1: a shard sees only its own "
+            "records, so it cannot know which stored papers are missing from the source. Sync "
+            "the shards without it, then run one unsharded sync with delete_missing."
+        )
+
+
+def summary_fields(summary: sync_pb2.SyncSummary) -> dict:
+    """The summary as a log line's fields."""
+    counts = summary.counts
+    return {
+        "counts": {f.name: getattr(counts, f.name) for f in counts.DESCRIPTOR.fields},
+        "elapsed_s": round(summary.elapsed_ms / 1000, 1),
+        "format": FORMAT_NAMES.get(summary.format, "unspecified"),
+        "resumed": summary.resumed,
+        "downloaded_bytes": summary.downloaded_bytes,
+        "embedders": [{"addr": e.addr, "calls": e.calls, "texts": e.texts} for e in summary.embedders],
+        "warnings": list(summary.warnings),
+    }
+
+
 def to_record(row: PaperRow, sha256: str, vector: np.ndarray, topic: int) -> retriever_pb2.PaperRecord:
     return retriever_pb2.PaperRecord(
         paper=retriever_pb2.Paper(
@@ -105,28 +154,36 @@ class SyncRun:
         self,
         request: sync_pb2.SyncRequest,
         peers: Peers,
-        *,
-        default_batch_size: int,
-        batches_per_embedder: int,
-        embedder_count: int,
-        state_dir: Path,
-        progress_interval_s: float,
+        settings: SyncSettings,
         emit: Emit,
         cancelled: threading.Event,
     ):
         self.request = request
         self.options = request.options
         self.peers = peers
-        self.batch_size = self.options.batch_size or default_batch_size
-        self.workers = batches_per_embedder * embedder_count
-        self.state_dir = state_dir
-        self.progress_interval_s = progress_interval_s
+        self.batch_size = self.options.batch_size or settings.batch_size
+        self.workers = settings.batches_per_embedder * len(settings.embedder_addr_list)
+        self.state_dir = settings.state_dir
+        self.progress_interval_s = settings.progress_interval_s
+        self.log_interval_s = settings.log_interval_s
+        self.downloader = Downloader(settings.download_dir.resolve(),
+                                     settings.download_connect_timeout_s,
+                                     settings.download_read_timeout_s)
+        self.shards = max(self.options.shard_count, 1)
+        self.shard = self.options.shard_index
+        # Per-shard state files: parallel shard runs sharing a state directory never clash.
+        self.shard_tag = f"-shard-{self.shard}-of-{self.shards}" if self.shards > 1 else ""
+        self.log_context = {"source": shown(request.source_path)}
+        if self.shards > 1:
+            self.log_context["shard"] = f"{self.shard}/{self.shards}"
         self.emit = emit
         self.cancelled = cancelled
         self.counts = Counts()
         self.warnings: list[str] = []
         self._start = time.monotonic()
         self._last_progress = 0.0
+        self._last_log = self._start
+        self.downloaded_bytes = 0
         self.snapshot: Snapshot | None = None
         self.source: Source | None = None
         # The pool counts for the service's lifetime; a summary reports this run's share.
@@ -138,17 +195,34 @@ class SyncRun:
         return int((time.monotonic() - self._start) * 1000)
 
     def progress(self, force: bool = False) -> None:
+        source = self.source
+        self._report(sync_pb2.SYNC_PHASE_READING, source.position if source else 0,
+                     source.size if source else 0, force)
+
+    def _report(self, phase: int, bytes_read: int, bytes_total: int, force: bool = False) -> None:
+        """A progress event every progress_interval_s, a log line every log_interval_s."""
         now = time.monotonic()
         if not force and now - self._last_progress < self.progress_interval_s:
             return
         self._last_progress = now
         counts = self.counts.message()
         elapsed = max(now - self._start, 1e-9)
-        source = self.source
-        self.emit(sync_pb2.SyncResponse(progress=sync_pb2.SyncProgress(
+        progress = sync_pb2.SyncProgress(
             counts=counts, elapsed_ms=int(elapsed * 1000), rate_per_s=counts.read / elapsed,
-            bytes_read=source.position if source else 0, bytes_total=source.size if source else 0,
-        )))
+            bytes_read=bytes_read, bytes_total=bytes_total, phase=phase,
+        )
+        self.emit(sync_pb2.SyncResponse(progress=progress))
+        if now - self._last_log >= self.log_interval_s:
+            self._last_log = now
+            log.info("sync progress", extra={
+                **self.log_context,
+                "phase": sync_pb2.SyncPhase.Name(phase).removeprefix("SYNC_PHASE_").lower(),
+                "bytes_read": bytes_read, "bytes_total": bytes_total,
+                "read": counts.read, "unchanged": counts.unchanged, "new": counts.new,
+                "changed": counts.changed, "embedded": counts.embedded,
+                "upserted": counts.upserted, "failed": counts.failed,
+                "rate_per_s": round(progress.rate_per_s, 1),
+            })
 
     def fail(self, failure: Failure) -> None:
         self.counts.failed += 1
@@ -160,10 +234,12 @@ class SyncRun:
     # -- the run -------------------------------------------------------------------------------
 
     def run(self) -> sync_pb2.SyncSummary:
-        # Everything that can be wrong with the request is found before the first write.
-        source = self.source = Source.open(Path(self.request.source_path), self.request.format)
+        # Everything that can be wrong with the request is found before the first write, and
+        # what needs no download before the download.
+        check_request(self.request)
         if self.options.snapshot_path:
             self._use_snapshot(Snapshot.load(Path(self.options.snapshot_path)))
+        source = self.source = Source.open(self._local_source(), self.request.format)
         if self.peers.topics is None:
             self.warnings.append(
                 "no topic model is fitted: new and changed papers get topic -1; run "
@@ -176,8 +252,13 @@ class SyncRun:
             )
             self.peers.topics = None
         stored = self.peers.retriever.stored_hashes(self.cancelled)
+        shards, shard = self.shards, self.shard
+        if shards > 1:
+            # Other shards' ids are neither compared nor called missing (nor held in memory).
+            stored = {i: h for i, h in stored.items() if shard_of(i, shards) == shard}
         resumed = self._mark_started(source.path)
-        cache_file = linecache.cache_path(self.state_dir, FORMAT_NAMES[source.format])
+        cache_file = linecache.cache_path(
+            self.state_dir, FORMAT_NAMES[source.format], self.shard_tag)
         known = linecache.load(cache_file)
         self.line_cache: linecache.Entries = {}  # the next run's cache, built as lines are seen
 
@@ -190,6 +271,8 @@ class SyncRun:
             for item in source.records(known):
                 if limit and counts.read >= limit:
                     break
+                if shards > 1 and self._shard_of(item) != shard:
+                    continue
                 counts.read += 1
                 if not counts.read % 256:
                     if self.cancelled.is_set():
@@ -251,7 +334,7 @@ class SyncRun:
                 linecache.save(cache_file, self.line_cache)
             self._clear_state()
         self.progress(force=True)
-        return sync_pb2.SyncSummary(
+        summary = sync_pb2.SyncSummary(
             counts=self.counts.message(),
             elapsed_ms=self._elapsed_ms(),
             missing_ids_sample=missing_sample,
@@ -259,7 +342,35 @@ class SyncRun:
             warnings=self.warnings,
             format=source.format,
             embedders=self._usage(),
+            downloaded_bytes=self.downloaded_bytes,
         )
+        log.info("sync finished", extra={**self.log_context, **summary_fields(summary)})
+        return summary
+
+    def _local_source(self) -> Path:
+        """The source as a local file: a URL is downloaded first (or its copy reused)."""
+        url = self.request.source_path
+        if not is_url(url):
+            return Path(url)
+        log.info("downloading the source", extra=self.log_context)
+
+        def on_progress(received: int, total: int) -> None:
+            self._report(sync_pb2.SYNC_PHASE_DOWNLOADING, received, total)
+
+        downloaded = self.downloader.fetch(url, on_progress, self.cancelled)
+        self.downloaded_bytes = size = downloaded.downloaded_bytes
+        if size:
+            self._report(sync_pb2.SYNC_PHASE_DOWNLOADING, size, size, force=True)
+        log.info("source downloaded" if size else
+                 "source not modified since its last download; reading that copy",
+                 extra={**self.log_context, "path": str(downloaded.path), "downloaded_bytes": size,
+                        "seconds": round(time.monotonic() - self._start, 1)})
+        return downloaded.path
+
+    def _shard_of(self, item: Parsed | Failure | Known) -> int:
+        key = item.row.id if isinstance(item, Parsed) else item.record_id
+        # A line whose id cannot be read goes by its line number, so exactly one shard reports it.
+        return shard_of(key, self.shards) if key else item.line % self.shards
 
     def _usage(self) -> list[sync_pb2.EmbedderUse]:
         usage = self.peers.embedders.usage()
@@ -386,6 +497,12 @@ class SyncRun:
         """Stored ids the source no longer has; deleted only when asked and only when the whole
         source was read (a truncated file or an unreadable id would make present papers look
         missing)."""
+        if self.shards > 1:
+            self.warnings.append(
+                "missing ids are not computed for a sharded run (a shard sees only its own "
+                "records); an unsharded sync computes them"
+            )
+            return []
         if self.options.limit and self.counts.read >= self.options.limit:
             if stored:
                 self.warnings.append("missing ids are not computed for a run with a limit")
@@ -424,7 +541,7 @@ class SyncRun:
     # -- the marker of an unfinished run ----------------------------------------------------------
 
     def _state_path(self) -> Path:
-        return self.state_dir / STATE_FILE
+        return self.state_dir / STATE_FILE.replace(".json", f"{self.shard_tag}.json")
 
     def _mark_started(self, source: Path) -> bool:
         """True when the previous run on this source did not finish. Writes the marker."""

@@ -28,8 +28,8 @@ log = logging.getLogger("citeweave.sync.linecache")
 Entries = dict[int, tuple[str, int]]
 
 
-def cache_path(state_dir: Path, format_name: str) -> Path:
-    return state_dir / f"line-cache-{format_name}-v{HASH_VERSION}.npz"
+def cache_path(state_dir: Path, format_name: str, shard_tag: str = "") -> Path:
+    return state_dir / f"line-cache-{format_name}-v{HASH_VERSION}{shard_tag}.npz"
 
 
 def load(path: Path) -> Entries:

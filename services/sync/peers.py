@@ -8,7 +8,6 @@ already made stay, so rerunning continues where it stopped.
 
 from __future__ import annotations
 
-import itertools
 import random
 import threading
 import time
@@ -24,6 +23,7 @@ from citeweave.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from citeweave.sync.v1 import sync_pb2
 from services.common.clients import sync_channel
 from services.common.errors import FailedPrecondition, Unavailable
+from services.common.roundrobin import RoundRobin
 
 T = TypeVar("T")
 RETRYABLE = frozenset({
@@ -97,7 +97,7 @@ class EmbedderPool:
             self._embedders.append(
                 _Embedder(addr, channel, embedder_pb2_grpc.EmbedderServiceStub(channel))
             )
-        self._turn = itertools.cycle(range(len(self._embedders)))
+        self._turns = RoundRobin(self._embedders)
         self._lock = threading.Lock()
         self.model = ""
         self.dimension = 0
@@ -105,10 +105,7 @@ class EmbedderPool:
         self.max_chars = 0
 
     def check_models(self) -> None:
-        infos = [
-            (e.addr, e.stub.GetModelInfo(embedder_pb2.GetModelInfoRequest(), timeout=30))
-            for e in self._embedders
-        ]
+        infos = [(e.addr, self._model_info(e)) for e in self._embedders]
         models = {(info.model_name, info.dimension) for _, info in infos}
         if len(models) > 1:
             served = ", ".join(f"{addr}: {info.model_name}" for addr, info in infos)
@@ -121,9 +118,14 @@ class EmbedderPool:
         self.max_inputs = min(info.max_inputs_per_request for _, info in infos)
         self.max_chars = min(info.max_chars_per_text for _, info in infos)
 
-    def _next(self) -> _Embedder:
-        with self._lock:
-            return self._embedders[next(self._turn)]
+    @staticmethod
+    def _model_info(embedder: _Embedder) -> embedder_pb2.GetModelInfoResponse:
+        try:
+            return embedder.stub.GetModelInfo(embedder_pb2.GetModelInfoRequest(), timeout=30)
+        except grpc.RpcError as exc:
+            raise Unavailable(
+                f"embedder {embedder.addr} (GetModelInfo) failed: {exc.code().name}: {exc.details()}"
+            ) from None
 
     def embed(self, texts: list[str], cancelled: threading.Event) -> np.ndarray:
         """(len(texts), dimension) float32; texts longer than the embedder accepts are cut (the
@@ -135,7 +137,7 @@ class EmbedderPool:
             picked: list[_Embedder] = []
 
             def attempt(_: int, chunk=chunk, picked=picked) -> embedder_pb2.EmbedResponse:
-                embedder = self._next()
+                embedder = self._turns.next()
                 picked.append(embedder)
                 reply = embedder.stub.Embed(
                     embedder_pb2.EmbedRequest(texts=chunk), timeout=self.timeout_s

@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from services.common.settings import ServiceSettings, check_host_port
+from services.common.settings import ServiceSettings, check_host_port, check_host_port_list
 
 class SyncSettings(ServiceSettings):
     model_config = SettingsConfigDict(
@@ -64,14 +64,33 @@ class SyncSettings(ServiceSettings):
     progress_interval_s: float = Field(
         0.5, gt=0, description="Seconds between progress events of a running sync."
     )
+    log_interval_s: float = Field(
+        10.0, gt=0,
+        description="Seconds between the progress log lines of a running sync (service and worker).",
+    )
+    download_dir: Path = Field(
+        Path("var/sync/downloads"),
+        description=(
+            "Where http(s) sources are downloaded: one file per URL (named from a hash of the "
+            "URL), its ETag / Last-Modified beside it for the next conditional GET. Needs room "
+            "for the snapshot (~1.3 GB for arXiv's)."
+        ),
+    )
+    download_connect_timeout_s: float = Field(
+        30.0, gt=0, description="Seconds to connect to the host of an http(s) source."
+    )
+    download_read_timeout_s: float = Field(
+        120.0, gt=0,
+        description=(
+            "Seconds an http(s) download may wait for its next bytes (not the whole download, "
+            "which takes as long as it takes)."
+        ),
+    )
 
     @field_validator("embedder_addrs")
     @classmethod
     def _embedder_addrs(cls, value: str) -> str:
-        addrs = [a.strip() for a in value.split(",") if a.strip()]
-        if not addrs:
-            raise ValueError("at least one embedder host:port is needed")
-        return ",".join(check_host_port(a, "each embedder address") for a in addrs)
+        return check_host_port_list(value, "embedder_addrs")
 
     @field_validator("retriever_addr")
     @classmethod

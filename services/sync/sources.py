@@ -33,6 +33,12 @@ FORMAT_NAMES = {
     sync_pb2.SOURCE_FORMAT_ARXIV_KAGGLE: "arxiv-kaggle",
     sync_pb2.SOURCE_FORMAT_JSONL: "jsonl",
 }
+# The names a person gives a format (CLI, worker).
+FORMAT_CHOICES = {
+    "auto": sync_pb2.SOURCE_FORMAT_UNSPECIFIED,
+    "arxiv": sync_pb2.SOURCE_FORMAT_ARXIV_KAGGLE,
+    "jsonl": sync_pb2.SOURCE_FORMAT_JSONL,
+}
 _PARSERS = {
     sync_pb2.SOURCE_FORMAT_ARXIV_KAGGLE: row_from_arxiv,
     sync_pb2.SOURCE_FORMAT_JSONL: row_from_jsonl,
@@ -47,6 +53,11 @@ def line_digest(line: bytes) -> int:
 def sha_prefix(sha256_hex: str) -> int:
     """The first 64 bits of a row hash, as the line cache keeps them."""
     return int(sha256_hex[:16], 16)
+
+
+def check_format(fmt: int) -> None:
+    if fmt not in (sync_pb2.SOURCE_FORMAT_UNSPECIFIED, *FORMAT_NAMES):
+        raise InvalidArgument(f"format {fmt} is unknown; use ARXIV_KAGGLE (1) or JSONL (2)")
 
 
 @dataclass(frozen=True)
@@ -103,8 +114,7 @@ class Source:
     def open(cls, path: Path, fmt: int = sync_pb2.SOURCE_FORMAT_UNSPECIFIED) -> "Source":
         """Checks the path and the format before anything is written; NOT_FOUND or
         INVALID_ARGUMENT with the reason otherwise."""
-        if fmt not in (sync_pb2.SOURCE_FORMAT_UNSPECIFIED, *FORMAT_NAMES):
-            raise InvalidArgument(f"format {fmt} is unknown; use ARXIV_KAGGLE (1) or JSONL (2)")
+        check_format(fmt)
         if not path.is_absolute():
             raise InvalidArgument(
                 f"source path {str(path)!r} is relative; give an absolute path the sync "

@@ -1,12 +1,22 @@
-"""Shared parts of the sync tests: slices of the real arXiv snapshots, a stack, one Sync call."""
+"""Shared parts of the sync tests: slices of the real arXiv snapshots, a stack, one Sync call,
+an HTTP server for URL sources, the one-shot worker as a subprocess."""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
+import json
+import os
 import shutil
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import orjson
@@ -108,26 +118,33 @@ class Stack:
 
 
 @contextmanager
+def running_retriever(tmp: Path, embedder_addr: str, **settings: str) -> Iterator[ServiceProcess]:
+    """A retriever on its own Milvus Lite store under tmp."""
+    retriever = ServiceProcess(
+        name="retriever", port=free_port(), log_path=tmp / "retriever.log",
+        settings={"milvus_uri": str(tmp / "store.db"), "embedder_addr": embedder_addr, **settings},
+    ).start()
+    try:
+        retriever.wait_serving(180)
+        yield retriever
+    finally:
+        retriever.stop()
+
+
+@contextmanager
 def sync_stack(
     tmp: Path, embedder_addrs: str, retriever_settings: dict[str, str] | None = None,
     **sync_settings: str,
 ) -> Iterator[Stack]:
     """A retriever on its own store and a sync service, against running embedder(s)."""
-    first_embedder = embedder_addrs.split(",")[0]
-    retriever = ServiceProcess(
-        name="retriever", port=free_port(), log_path=tmp / "retriever.log",
-        settings={"milvus_uri": str(tmp / "store.db"), "embedder_addr": first_embedder,
-                  **(retriever_settings or {})},
-    ).start()
-    stack = Stack(retriever=retriever, sync=None, tmp=tmp)  # type: ignore[arg-type]
-    try:
-        retriever.wait_serving(180)
-        stack.start_sync(embedder_addrs, **sync_settings)
-        yield stack
-    finally:
-        if stack.sync is not None:
-            stack.sync.stop()
-        retriever.stop()
+    with running_retriever(tmp, embedder_addrs.split(",")[0], **(retriever_settings or {})) as retriever:
+        stack = Stack(retriever=retriever, sync=None, tmp=tmp)  # type: ignore[arg-type]
+        try:
+            stack.start_sync(embedder_addrs, **sync_settings)
+            yield stack
+        finally:
+            if stack.sync is not None:
+                stack.sync.stop()
 
 
 @dataclass
@@ -169,3 +186,135 @@ def run_sync(stub: sync_pb2_grpc.SyncServiceStub, source: Path, **options) -> Sy
 def only(counts: dict[str, int], **expected: int) -> dict[str, int]:
     """The counts named in `expected`, plus every other count that is not zero."""
     return {k: v for k, v in counts.items() if k in expected or v}
+
+
+# -- URL sources ----------------------------------------------------------------------------------
+
+
+class FileServer:
+    """Files over HTTP on 127.0.0.1, as a snapshot mirror serves them: ETag and Last-Modified,
+    304 for a conditional GET that matches. `/files/NAME` sends both validators, `/lm/NAME` only
+    Last-Modified. `misbehave[NAME]` makes NAME fail: an HTTP status, "truncate" (half the body,
+    then the connection closes) or "stall" (no answer for `stall_s`). `requests` lists (path,
+    status, If-None-Match, If-Modified-Since) of every GET."""
+
+    def __init__(self, stall_s: float = 3.0):
+        self.files: dict[str, tuple[bytes, str]] = {}
+        self.misbehave: dict[str, int | str] = {}
+        self.requests: list[tuple[str, int, str | None, str | None]] = []
+        self.stall_s = stall_s
+        self._versions = 0
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _FileHandler)
+        self._http.owner = self  # type: ignore[attr-defined]
+        self._http.daemon_threads = True
+        self._http.handle_error = lambda request, address: None  # a client gone mid-answer
+        self.port = self._http.server_address[1]
+
+    def put(self, name: str, data: bytes) -> None:
+        self._versions += 1  # a later put is a later Last-Modified, even within one second
+        self.files[name] = (data, formatdate(1_700_000_000 + 60 * self._versions, usegmt=True))
+
+    def url(self, name: str, route: str = "files") -> str:
+        return f"http://127.0.0.1:{self.port}/{route}/{name}"
+
+    def statuses(self, name: str) -> list[int]:
+        return [status for path, status, *_ in self.requests if path.endswith("/" + name)]
+
+    @classmethod
+    @contextmanager
+    def running(cls) -> Iterator["FileServer"]:
+        server = cls()
+        thread = threading.Thread(target=server._http.serve_forever, args=(0.05,), daemon=True)
+        thread.start()
+        try:
+            yield server
+        finally:
+            server._http.shutdown()
+            server._http.server_close()
+
+
+class _FileHandler(BaseHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        owner: FileServer = self.server.owner  # type: ignore[attr-defined]
+        route, _, name = self.path.lstrip("/").partition("/")
+        status = self._answer(owner, route, name)
+        owner.requests.append((self.path, status, self.headers.get("If-None-Match"),
+                               self.headers.get("If-Modified-Since")))
+
+    def _answer(self, owner: FileServer, route: str, name: str) -> int:
+        trouble = owner.misbehave.get(name)
+        if isinstance(trouble, int):
+            self.send_error(trouble)
+            return trouble
+        if name not in owner.files or route not in ("files", "lm"):
+            self.send_error(404)
+            return 404
+        if trouble == "stall":
+            time.sleep(owner.stall_s)
+        data, modified = owner.files[name]
+        etag = '"' + hashlib.sha256(data).hexdigest()[:16] + '"' if route == "files" else None
+        if (etag is not None and self.headers.get("If-None-Match") == etag) or (
+                etag is None and self.headers.get("If-Modified-Since") == modified):
+            self.send_response(304)
+            self.end_headers()
+            return 304
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Last-Modified", modified)
+        if etag is not None:
+            self.send_header("ETag", etag)
+        self.end_headers()
+        body = data[: len(data) // 2] if trouble == "truncate" else data
+        for start in range(0, len(body), 4096):
+            self.wfile.write(body[start:start + 4096])
+        self.close_connection = True
+        return 200
+
+
+# -- the one-shot worker -------------------------------------------------------------------------
+
+
+@dataclass
+class WorkerRun:
+    process: subprocess.Popen
+    log_path: Path
+
+    def wait(self, timeout_s: float = 300) -> int:
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, 9)
+            self.process.wait()
+            raise AssertionError(f"the worker ran over {timeout_s} s:\n{self.output()}") from None
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def lines(self) -> list[dict]:
+        """The JSON log lines (each must be one)."""
+        return [json.loads(line) for line in self.output().splitlines() if line.strip()]
+
+    def summary(self) -> dict:
+        (finished,) = [line for line in self.lines() if line["message"] == "sync finished"]
+        return finished
+
+
+def start_worker(args: list[str], log_path: Path, settings: dict[str, str],
+                 env: dict[str, str] | None = None) -> WorkerRun:
+    """`python -m services.sync.worker ARGS` with CITEWEAVE_SYNC_<KEY> for each setting."""
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith("CITEWEAVE_SYNC_") and k != "JOB_COMPLETION_INDEX"}
+    environment.update({f"CITEWEAVE_SYNC_{k.upper()}": v for k, v in settings.items()})
+    environment.update(env or {})
+    environment.setdefault("HF_HUB_OFFLINE", "1")
+    environment["PYTHONPATH"] = str(REPO)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "services.sync.worker", *args], env=environment, cwd=REPO,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    return WorkerRun(process, log_path)

@@ -24,45 +24,47 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63iteweave/sync/v1/sync.proto\x12\x11\x63iteweave.sync.v1\"p\n\x0bSyncOptions\x12\x16\n\x0e\x64\x65lete_missing\x18\x01 \x01(\x08\x12\x12\n\nbatch_size\x18\x02 \x01(\r\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12\r\n\x05limit\x18\x04 \x01(\x04\x12\x15\n\rsnapshot_path\x18\x05 \x01(\t\"\x84\x01\n\x0bSyncRequest\x12\x13\n\x0bsource_path\x18\x01 \x01(\t\x12/\n\x06\x66ormat\x18\x02 \x01(\x0e\x32\x1f.citeweave.sync.v1.SourceFormat\x12/\n\x07options\x18\x03 \x01(\x0b\x32\x1e.citeweave.sync.v1.SyncOptions\"\xcf\x01\n\nSyncCounts\x12\x0c\n\x04read\x18\x01 \x01(\x04\x12\x11\n\tunchanged\x18\x02 \x01(\x04\x12\x0f\n\x07\x63hanged\x18\x03 \x01(\x04\x12\x0b\n\x03new\x18\x04 \x01(\x04\x12\x10\n\x08\x65mbedded\x18\x05 \x01(\x04\x12\x10\n\x08upserted\x18\x06 \x01(\x04\x12\x0e\n\x06\x66\x61iled\x18\x07 \x01(\x04\x12\x0f\n\x07missing\x18\x08 \x01(\x04\x12\x0f\n\x07\x64\x65leted\x18\t \x01(\x04\x12\x15\n\rfrom_snapshot\x18\n \x01(\x04\x12\x15\n\rvector_reused\x18\x0b \x01(\x04\"\x8e\x01\n\x0cSyncProgress\x12-\n\x06\x63ounts\x18\x01 \x01(\x0b\x32\x1d.citeweave.sync.v1.SyncCounts\x12\x12\n\nelapsed_ms\x18\x02 \x01(\x04\x12\x12\n\nrate_per_s\x18\x03 \x01(\x01\x12\x12\n\nbytes_read\x18\x04 \x01(\x04\x12\x13\n\x0b\x62ytes_total\x18\x05 \x01(\x04\"E\n\x0bSyncFailure\x12\x13\n\x0bline_number\x18\x01 \x01(\x04\x12\x11\n\trecord_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\xf3\x01\n\x0bSyncSummary\x12-\n\x06\x63ounts\x18\x01 \x01(\x0b\x32\x1d.citeweave.sync.v1.SyncCounts\x12\x12\n\nelapsed_ms\x18\x02 \x01(\x04\x12\x1a\n\x12missing_ids_sample\x18\x03 \x03(\t\x12\x0f\n\x07resumed\x18\x04 \x01(\x08\x12\x10\n\x08warnings\x18\x05 \x03(\t\x12/\n\x06\x66ormat\x18\x06 \x01(\x0e\x32\x1f.citeweave.sync.v1.SourceFormat\x12\x31\n\tembedders\x18\x07 \x03(\x0b\x32\x1e.citeweave.sync.v1.EmbedderUse\"9\n\x0b\x45mbedderUse\x12\x0c\n\x04\x61\x64\x64r\x18\x01 \x01(\t\x12\r\n\x05\x63\x61lls\x18\x02 \x01(\x04\x12\r\n\x05texts\x18\x03 \x01(\x04\"\xb2\x01\n\x0cSyncResponse\x12\x33\n\x08progress\x18\x01 \x01(\x0b\x32\x1f.citeweave.sync.v1.SyncProgressH\x00\x12\x31\n\x07\x66\x61ilure\x18\x02 \x01(\x0b\x32\x1e.citeweave.sync.v1.SyncFailureH\x00\x12\x31\n\x07summary\x18\x03 \x01(\x0b\x32\x1e.citeweave.sync.v1.SyncSummaryH\x00\x42\x07\n\x05\x65vent\"*\n\x10\x46itTopicsRequest\x12\x16\n\x0emin_topic_size\x18\x01 \x01(\r\"3\n\x11\x46itTopicsProgress\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0f\n\x07percent\x18\x02 \x01(\r\"4\n\x05Topic\x12\n\n\x02id\x18\x01 \x01(\x05\x12\x11\n\ttop_words\x18\x02 \x03(\t\x12\x0c\n\x04size\x18\x03 \x01(\x04\"T\n\x0f\x46itTopicsResult\x12(\n\x06topics\x18\x01 \x03(\x0b\x32\x18.citeweave.sync.v1.Topic\x12\x17\n\x0fpapers_assigned\x18\x02 \x01(\x04\"\x8c\x01\n\x11\x46itTopicsResponse\x12\x38\n\x08progress\x18\x01 \x01(\x0b\x32$.citeweave.sync.v1.FitTopicsProgressH\x00\x12\x34\n\x06result\x18\x02 \x01(\x0b\x32\".citeweave.sync.v1.FitTopicsResultH\x00\x42\x07\n\x05\x65vent\"\x13\n\x11ListTopicsRequest\">\n\x12ListTopicsResponse\x12(\n\x06topics\x18\x01 \x03(\x0b\x32\x18.citeweave.sync.v1.Topic*f\n\x0cSourceFormat\x12\x1d\n\x19SOURCE_FORMAT_UNSPECIFIED\x10\x00\x12\x1e\n\x1aSOURCE_FORMAT_ARXIV_KAGGLE\x10\x01\x12\x17\n\x13SOURCE_FORMAT_JSONL\x10\x02\x32\x8d\x02\n\x0bSyncService\x12I\n\x04Sync\x12\x1e.citeweave.sync.v1.SyncRequest\x1a\x1f.citeweave.sync.v1.SyncResponse0\x01\x12X\n\tFitTopics\x12#.citeweave.sync.v1.FitTopicsRequest\x1a$.citeweave.sync.v1.FitTopicsResponse0\x01\x12Y\n\nListTopics\x12$.citeweave.sync.v1.ListTopicsRequest\x1a%.citeweave.sync.v1.ListTopicsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63iteweave/sync/v1/sync.proto\x12\x11\x63iteweave.sync.v1\"\x9a\x01\n\x0bSyncOptions\x12\x16\n\x0e\x64\x65lete_missing\x18\x01 \x01(\x08\x12\x12\n\nbatch_size\x18\x02 \x01(\r\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12\r\n\x05limit\x18\x04 \x01(\x04\x12\x15\n\rsnapshot_path\x18\x05 \x01(\t\x12\x13\n\x0bshard_index\x18\x06 \x01(\r\x12\x13\n\x0bshard_count\x18\x07 \x01(\r\"\x84\x01\n\x0bSyncRequest\x12\x13\n\x0bsource_path\x18\x01 \x01(\t\x12/\n\x06\x66ormat\x18\x02 \x01(\x0e\x32\x1f.citeweave.sync.v1.SourceFormat\x12/\n\x07options\x18\x03 \x01(\x0b\x32\x1e.citeweave.sync.v1.SyncOptions\"\xcf\x01\n\nSyncCounts\x12\x0c\n\x04read\x18\x01 \x01(\x04\x12\x11\n\tunchanged\x18\x02 \x01(\x04\x12\x0f\n\x07\x63hanged\x18\x03 \x01(\x04\x12\x0b\n\x03new\x18\x04 \x01(\x04\x12\x10\n\x08\x65mbedded\x18\x05 \x01(\x04\x12\x10\n\x08upserted\x18\x06 \x01(\x04\x12\x0e\n\x06\x66\x61iled\x18\x07 \x01(\x04\x12\x0f\n\x07missing\x18\x08 \x01(\x04\x12\x0f\n\x07\x64\x65leted\x18\t \x01(\x04\x12\x15\n\rfrom_snapshot\x18\n \x01(\x04\x12\x15\n\rvector_reused\x18\x0b \x01(\x04\"\xbb\x01\n\x0cSyncProgress\x12-\n\x06\x63ounts\x18\x01 \x01(\x0b\x32\x1d.citeweave.sync.v1.SyncCounts\x12\x12\n\nelapsed_ms\x18\x02 \x01(\x04\x12\x12\n\nrate_per_s\x18\x03 \x01(\x01\x12\x12\n\nbytes_read\x18\x04 \x01(\x04\x12\x13\n\x0b\x62ytes_total\x18\x05 \x01(\x04\x12+\n\x05phase\x18\x06 \x01(\x0e\x32\x1c.citeweave.sync.v1.SyncPhase\"E\n\x0bSyncFailure\x12\x13\n\x0bline_number\x18\x01 \x01(\x04\x12\x11\n\trecord_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x8d\x02\n\x0bSyncSummary\x12-\n\x06\x63ounts\x18\x01 \x01(\x0b\x32\x1d.citeweave.sync.v1.SyncCounts\x12\x12\n\nelapsed_ms\x18\x02 \x01(\x04\x12\x1a\n\x12missing_ids_sample\x18\x03 \x03(\t\x12\x0f\n\x07resumed\x18\x04 \x01(\x08\x12\x10\n\x08warnings\x18\x05 \x03(\t\x12/\n\x06\x66ormat\x18\x06 \x01(\x0e\x32\x1f.citeweave.sync.v1.SourceFormat\x12\x31\n\tembedders\x18\x07 \x03(\x0b\x32\x1e.citeweave.sync.v1.EmbedderUse\x12\x18\n\x10\x64ownloaded_bytes\x18\x08 \x01(\x04\"9\n\x0b\x45mbedderUse\x12\x0c\n\x04\x61\x64\x64r\x18\x01 \x01(\t\x12\r\n\x05\x63\x61lls\x18\x02 \x01(\x04\x12\r\n\x05texts\x18\x03 \x01(\x04\"\xb2\x01\n\x0cSyncResponse\x12\x33\n\x08progress\x18\x01 \x01(\x0b\x32\x1f.citeweave.sync.v1.SyncProgressH\x00\x12\x31\n\x07\x66\x61ilure\x18\x02 \x01(\x0b\x32\x1e.citeweave.sync.v1.SyncFailureH\x00\x12\x31\n\x07summary\x18\x03 \x01(\x0b\x32\x1e.citeweave.sync.v1.SyncSummaryH\x00\x42\x07\n\x05\x65vent\"*\n\x10\x46itTopicsRequest\x12\x16\n\x0emin_topic_size\x18\x01 \x01(\r\"3\n\x11\x46itTopicsProgress\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0f\n\x07percent\x18\x02 \x01(\r\"4\n\x05Topic\x12\n\n\x02id\x18\x01 \x01(\x05\x12\x11\n\ttop_words\x18\x02 \x03(\t\x12\x0c\n\x04size\x18\x03 \x01(\x04\"T\n\x0f\x46itTopicsResult\x12(\n\x06topics\x18\x01 \x03(\x0b\x32\x18.citeweave.sync.v1.Topic\x12\x17\n\x0fpapers_assigned\x18\x02 \x01(\x04\"\x8c\x01\n\x11\x46itTopicsResponse\x12\x38\n\x08progress\x18\x01 \x01(\x0b\x32$.citeweave.sync.v1.FitTopicsProgressH\x00\x12\x34\n\x06result\x18\x02 \x01(\x0b\x32\".citeweave.sync.v1.FitTopicsResultH\x00\x42\x07\n\x05\x65vent\"\x13\n\x11ListTopicsRequest\">\n\x12ListTopicsResponse\x12(\n\x06topics\x18\x01 \x03(\x0b\x32\x18.citeweave.sync.v1.Topic*f\n\x0cSourceFormat\x12\x1d\n\x19SOURCE_FORMAT_UNSPECIFIED\x10\x00\x12\x1e\n\x1aSOURCE_FORMAT_ARXIV_KAGGLE\x10\x01\x12\x17\n\x13SOURCE_FORMAT_JSONL\x10\x02*[\n\tSyncPhase\x12\x1a\n\x16SYNC_PHASE_UNSPECIFIED\x10\x00\x12\x1a\n\x16SYNC_PHASE_DOWNLOADING\x10\x01\x12\x16\n\x12SYNC_PHASE_READING\x10\x02\x32\x8d\x02\n\x0bSyncService\x12I\n\x04Sync\x12\x1e.citeweave.sync.v1.SyncRequest\x1a\x1f.citeweave.sync.v1.SyncResponse0\x01\x12X\n\tFitTopics\x12#.citeweave.sync.v1.FitTopicsRequest\x1a$.citeweave.sync.v1.FitTopicsResponse0\x01\x12Y\n\nListTopics\x12$.citeweave.sync.v1.ListTopicsRequest\x1a%.citeweave.sync.v1.ListTopicsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'citeweave.sync.v1.sync_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SOURCEFORMAT']._serialized_start=1677
-  _globals['_SOURCEFORMAT']._serialized_end=1779
-  _globals['_SYNCOPTIONS']._serialized_start=51
-  _globals['_SYNCOPTIONS']._serialized_end=163
-  _globals['_SYNCREQUEST']._serialized_start=166
-  _globals['_SYNCREQUEST']._serialized_end=298
-  _globals['_SYNCCOUNTS']._serialized_start=301
-  _globals['_SYNCCOUNTS']._serialized_end=508
-  _globals['_SYNCPROGRESS']._serialized_start=511
-  _globals['_SYNCPROGRESS']._serialized_end=653
-  _globals['_SYNCFAILURE']._serialized_start=655
-  _globals['_SYNCFAILURE']._serialized_end=724
-  _globals['_SYNCSUMMARY']._serialized_start=727
-  _globals['_SYNCSUMMARY']._serialized_end=970
-  _globals['_EMBEDDERUSE']._serialized_start=972
-  _globals['_EMBEDDERUSE']._serialized_end=1029
-  _globals['_SYNCRESPONSE']._serialized_start=1032
-  _globals['_SYNCRESPONSE']._serialized_end=1210
-  _globals['_FITTOPICSREQUEST']._serialized_start=1212
-  _globals['_FITTOPICSREQUEST']._serialized_end=1254
-  _globals['_FITTOPICSPROGRESS']._serialized_start=1256
-  _globals['_FITTOPICSPROGRESS']._serialized_end=1307
-  _globals['_TOPIC']._serialized_start=1309
-  _globals['_TOPIC']._serialized_end=1361
-  _globals['_FITTOPICSRESULT']._serialized_start=1363
-  _globals['_FITTOPICSRESULT']._serialized_end=1447
-  _globals['_FITTOPICSRESPONSE']._serialized_start=1450
-  _globals['_FITTOPICSRESPONSE']._serialized_end=1590
-  _globals['_LISTTOPICSREQUEST']._serialized_start=1592
-  _globals['_LISTTOPICSREQUEST']._serialized_end=1611
-  _globals['_LISTTOPICSRESPONSE']._serialized_start=1613
-  _globals['_LISTTOPICSRESPONSE']._serialized_end=1675
-  _globals['_SYNCSERVICE']._serialized_start=1782
-  _globals['_SYNCSERVICE']._serialized_end=2051
+  _globals['_SOURCEFORMAT']._serialized_start=1791
+  _globals['_SOURCEFORMAT']._serialized_end=1893
+  _globals['_SYNCPHASE']._serialized_start=1895
+  _globals['_SYNCPHASE']._serialized_end=1986
+  _globals['_SYNCOPTIONS']._serialized_start=52
+  _globals['_SYNCOPTIONS']._serialized_end=206
+  _globals['_SYNCREQUEST']._serialized_start=209
+  _globals['_SYNCREQUEST']._serialized_end=341
+  _globals['_SYNCCOUNTS']._serialized_start=344
+  _globals['_SYNCCOUNTS']._serialized_end=551
+  _globals['_SYNCPROGRESS']._serialized_start=554
+  _globals['_SYNCPROGRESS']._serialized_end=741
+  _globals['_SYNCFAILURE']._serialized_start=743
+  _globals['_SYNCFAILURE']._serialized_end=812
+  _globals['_SYNCSUMMARY']._serialized_start=815
+  _globals['_SYNCSUMMARY']._serialized_end=1084
+  _globals['_EMBEDDERUSE']._serialized_start=1086
+  _globals['_EMBEDDERUSE']._serialized_end=1143
+  _globals['_SYNCRESPONSE']._serialized_start=1146
+  _globals['_SYNCRESPONSE']._serialized_end=1324
+  _globals['_FITTOPICSREQUEST']._serialized_start=1326
+  _globals['_FITTOPICSREQUEST']._serialized_end=1368
+  _globals['_FITTOPICSPROGRESS']._serialized_start=1370
+  _globals['_FITTOPICSPROGRESS']._serialized_end=1421
+  _globals['_TOPIC']._serialized_start=1423
+  _globals['_TOPIC']._serialized_end=1475
+  _globals['_FITTOPICSRESULT']._serialized_start=1477
+  _globals['_FITTOPICSRESULT']._serialized_end=1561
+  _globals['_FITTOPICSRESPONSE']._serialized_start=1564
+  _globals['_FITTOPICSRESPONSE']._serialized_end=1704
+  _globals['_LISTTOPICSREQUEST']._serialized_start=1706
+  _globals['_LISTTOPICSREQUEST']._serialized_end=1725
+  _globals['_LISTTOPICSRESPONSE']._serialized_start=1727
+  _globals['_LISTTOPICSRESPONSE']._serialized_end=1789
+  _globals['_SYNCSERVICE']._serialized_start=1989
+  _globals['_SYNCSERVICE']._serialized_end=2258
 # @@protoc_insertion_point(module_scope)

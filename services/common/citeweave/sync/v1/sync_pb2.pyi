@@ -12,23 +12,36 @@ class SourceFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SOURCE_FORMAT_UNSPECIFIED: _ClassVar[SourceFormat]
     SOURCE_FORMAT_ARXIV_KAGGLE: _ClassVar[SourceFormat]
     SOURCE_FORMAT_JSONL: _ClassVar[SourceFormat]
+
+class SyncPhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SYNC_PHASE_UNSPECIFIED: _ClassVar[SyncPhase]
+    SYNC_PHASE_DOWNLOADING: _ClassVar[SyncPhase]
+    SYNC_PHASE_READING: _ClassVar[SyncPhase]
 SOURCE_FORMAT_UNSPECIFIED: SourceFormat
 SOURCE_FORMAT_ARXIV_KAGGLE: SourceFormat
 SOURCE_FORMAT_JSONL: SourceFormat
+SYNC_PHASE_UNSPECIFIED: SyncPhase
+SYNC_PHASE_DOWNLOADING: SyncPhase
+SYNC_PHASE_READING: SyncPhase
 
 class SyncOptions(_message.Message):
-    __slots__ = ("delete_missing", "batch_size", "dry_run", "limit", "snapshot_path")
+    __slots__ = ("delete_missing", "batch_size", "dry_run", "limit", "snapshot_path", "shard_index", "shard_count")
     DELETE_MISSING_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_PATH_FIELD_NUMBER: _ClassVar[int]
+    SHARD_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SHARD_COUNT_FIELD_NUMBER: _ClassVar[int]
     delete_missing: bool
     batch_size: int
     dry_run: bool
     limit: int
     snapshot_path: str
-    def __init__(self, delete_missing: _Optional[bool] = ..., batch_size: _Optional[int] = ..., dry_run: _Optional[bool] = ..., limit: _Optional[int] = ..., snapshot_path: _Optional[str] = ...) -> None: ...
+    shard_index: int
+    shard_count: int
+    def __init__(self, delete_missing: _Optional[bool] = ..., batch_size: _Optional[int] = ..., dry_run: _Optional[bool] = ..., limit: _Optional[int] = ..., snapshot_path: _Optional[str] = ..., shard_index: _Optional[int] = ..., shard_count: _Optional[int] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
     __slots__ = ("source_path", "format", "options")
@@ -67,18 +80,20 @@ class SyncCounts(_message.Message):
     def __init__(self, read: _Optional[int] = ..., unchanged: _Optional[int] = ..., changed: _Optional[int] = ..., new: _Optional[int] = ..., embedded: _Optional[int] = ..., upserted: _Optional[int] = ..., failed: _Optional[int] = ..., missing: _Optional[int] = ..., deleted: _Optional[int] = ..., from_snapshot: _Optional[int] = ..., vector_reused: _Optional[int] = ...) -> None: ...
 
 class SyncProgress(_message.Message):
-    __slots__ = ("counts", "elapsed_ms", "rate_per_s", "bytes_read", "bytes_total")
+    __slots__ = ("counts", "elapsed_ms", "rate_per_s", "bytes_read", "bytes_total", "phase")
     COUNTS_FIELD_NUMBER: _ClassVar[int]
     ELAPSED_MS_FIELD_NUMBER: _ClassVar[int]
     RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
     BYTES_READ_FIELD_NUMBER: _ClassVar[int]
     BYTES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
     counts: SyncCounts
     elapsed_ms: int
     rate_per_s: float
     bytes_read: int
     bytes_total: int
-    def __init__(self, counts: _Optional[_Union[SyncCounts, _Mapping]] = ..., elapsed_ms: _Optional[int] = ..., rate_per_s: _Optional[float] = ..., bytes_read: _Optional[int] = ..., bytes_total: _Optional[int] = ...) -> None: ...
+    phase: SyncPhase
+    def __init__(self, counts: _Optional[_Union[SyncCounts, _Mapping]] = ..., elapsed_ms: _Optional[int] = ..., rate_per_s: _Optional[float] = ..., bytes_read: _Optional[int] = ..., bytes_total: _Optional[int] = ..., phase: _Optional[_Union[SyncPhase, str]] = ...) -> None: ...
 
 class SyncFailure(_message.Message):
     __slots__ = ("line_number", "record_id", "reason")
@@ -91,7 +106,7 @@ class SyncFailure(_message.Message):
     def __init__(self, line_number: _Optional[int] = ..., record_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SyncSummary(_message.Message):
-    __slots__ = ("counts", "elapsed_ms", "missing_ids_sample", "resumed", "warnings", "format", "embedders")
+    __slots__ = ("counts", "elapsed_ms", "missing_ids_sample", "resumed", "warnings", "format", "embedders", "downloaded_bytes")
     COUNTS_FIELD_NUMBER: _ClassVar[int]
     ELAPSED_MS_FIELD_NUMBER: _ClassVar[int]
     MISSING_IDS_SAMPLE_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +114,7 @@ class SyncSummary(_message.Message):
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     EMBEDDERS_FIELD_NUMBER: _ClassVar[int]
+    DOWNLOADED_BYTES_FIELD_NUMBER: _ClassVar[int]
     counts: SyncCounts
     elapsed_ms: int
     missing_ids_sample: _containers.RepeatedScalarFieldContainer[str]
@@ -106,7 +122,8 @@ class SyncSummary(_message.Message):
     warnings: _containers.RepeatedScalarFieldContainer[str]
     format: SourceFormat
     embedders: _containers.RepeatedCompositeFieldContainer[EmbedderUse]
-    def __init__(self, counts: _Optional[_Union[SyncCounts, _Mapping]] = ..., elapsed_ms: _Optional[int] = ..., missing_ids_sample: _Optional[_Iterable[str]] = ..., resumed: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., format: _Optional[_Union[SourceFormat, str]] = ..., embedders: _Optional[_Iterable[_Union[EmbedderUse, _Mapping]]] = ...) -> None: ...
+    downloaded_bytes: int
+    def __init__(self, counts: _Optional[_Union[SyncCounts, _Mapping]] = ..., elapsed_ms: _Optional[int] = ..., missing_ids_sample: _Optional[_Iterable[str]] = ..., resumed: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., format: _Optional[_Union[SourceFormat, str]] = ..., embedders: _Optional[_Iterable[_Union[EmbedderUse, _Mapping]]] = ..., downloaded_bytes: _Optional[int] = ...) -> None: ...
 
 class EmbedderUse(_message.Message):
     __slots__ = ("addr", "calls", "texts")
