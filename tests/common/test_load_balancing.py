@@ -16,10 +16,10 @@ import pytest
 from citeweave.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from services.common.clients import aio_channel
 from services.common.roundrobin import RoundRobin
+from tests.common.embedder_app import EmbedderApp
 from services.common.server import grpc_options, shutdown, start
 from services.common.settings import ServiceSettings
 
-SERVICE = "citeweave.embedder.v1.EmbedderService"
 
 
 class RecordingEmbedder(embedder_pb2_grpc.EmbedderServiceServicer):
@@ -38,22 +38,6 @@ class RecordingEmbedder(embedder_pb2_grpc.EmbedderServiceServicer):
         return embedder_pb2.EmbedResponse(model_name=self.name)
 
 
-class RecordingApp:
-    service_names = (SERVICE,)
-
-    def __init__(self, name: str):
-        self.name = name
-        self.servicer = RecordingEmbedder(name)
-
-    def register(self, server) -> None:
-        embedder_pb2_grpc.add_EmbedderServiceServicer_to_server(self.servicer, server)
-
-    async def warm_up(self) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
-
 
 @pytest.fixture
 async def serve():
@@ -62,7 +46,7 @@ async def serve():
 
     async def make(name: str, **settings):
         settings = ServiceSettings(drain_s=0, grace_s=1, **settings)
-        app = RecordingApp(name)
+        app = EmbedderApp(RecordingEmbedder(name), name)
         built = await start(settings, app)
         running.append((built, app, settings))
         return built.port, app.servicer

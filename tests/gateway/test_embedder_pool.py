@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from citeweave.embedder.v1 import embedder_pb2, embedder_pb2_grpc
+from tests.common.embedder_app import EmbedderApp
 from services.common.server import shutdown, start
 from services.common.settings import ServiceSettings
 from services.gateway.core import Gateway
 from services.gateway.peers import EMBED_CHUNK, EmbedderCallError, Peers
 from services.gateway.settings import GatewaySettings
 
-SERVICE = "citeweave.embedder.v1.EmbedderService"
 
 
 class Fake(embedder_pb2_grpc.EmbedderServiceServicer):
@@ -41,22 +41,6 @@ class Fake(embedder_pb2_grpc.EmbedderServiceServicer):
             vectors=[embedder_pb2.Vector(values=[float(t), 0.0]) for t in request.texts])
 
 
-class FakeApp:
-    name = "fake-embedder"
-    service_names = (SERVICE,)
-
-    def __init__(self, servicer: Fake):
-        self.servicer = servicer
-
-    def register(self, server) -> None:
-        embedder_pb2_grpc.add_EmbedderServiceServicer_to_server(self.servicer, server)
-
-    async def warm_up(self) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
-
 
 @pytest.fixture
 async def fakes():
@@ -65,7 +49,7 @@ async def fakes():
     settings = ServiceSettings(drain_s=0, grace_s=0)
     servers = []
     for _ in range(2):
-        app = FakeApp(Fake(shared))
+        app = EmbedderApp(Fake(shared))
         servers.append((await start(settings, app), app))
 
     async def stop(i: int) -> None:
