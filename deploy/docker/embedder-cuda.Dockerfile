@@ -3,7 +3,7 @@
 # pinned to torch: `auto` would pick ONNX on a pod that sees no GPU, and that export is not baked
 # here). Same code, same pinned dependencies as embedder.Dockerfile; only the torch build differs.
 # Build from the repository root:
-#   docker build -f deploy/docker/embedder-cuda.Dockerfile -t citeweave/embedder:0.1.0-cuda .
+#   docker build -f deploy/docker/embedder-cuda.Dockerfile -t citeweave/embedder-cuda:0.1.0 .
 #
 # The model is BAKED INTO THE IMAGE (not pulled by an init container): see embedder.Dockerfile and
 # deploy/docker/README.md for why. Writes: nothing.

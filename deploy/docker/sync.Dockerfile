@@ -55,6 +55,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     CITEWEAVE_SYNC_HOST=0.0.0.0 \
     CITEWEAVE_SYNC_STATE_DIR=/var/lib/citeweave/sync/state \
     CITEWEAVE_SYNC_TOPIC_MODEL_DIR=/var/lib/citeweave/sync/topics \
+    CITEWEAVE_SYNC_DOWNLOAD_DIR=/var/lib/citeweave/sync/downloads \
     NUMBA_CACHE_DIR=/var/lib/citeweave/sync/numba
 USER 10001:10001
 EXPOSE 50055

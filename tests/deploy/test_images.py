@@ -32,7 +32,7 @@ STATE_ROOT = "/var/lib/citeweave/"
 WRITABLE_SETTINGS = {
     "retriever": ["milvus_uri"],
     "fetcher": ["cache_dir"],
-    "sync": ["state_dir", "topic_model_dir"],
+    "sync": ["state_dir", "topic_model_dir", "download_dir"],
 }
 BUILD_TOOLS = {"gcc", "g++", "make", "build-essential", "cmake", "clang", "python3.11-dev",
                "python3-dev", "git", "curl", "wget", "python3.11-venv"}
