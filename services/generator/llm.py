@@ -12,6 +12,7 @@ Every request holds a slot of a semaphore, so one replica never has more than
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -28,6 +29,9 @@ from services.generator import metrics
 from services.generator.settings import GeneratorSettings
 
 log = logging.getLogger("citeweave.generator.llm")
+
+# How long a request that had to wait for a slot pauses before it is sent (OpenAiBackend._slot).
+SLOT_SETTLE_S = 0.1
 
 _REFUSAL = re.compile(
     r"^\W*(?:i['’]?m sorry|i am sorry|sorry,|i cannot|i can['’]?t|i can not|i['’]?m unable|"
@@ -138,6 +142,20 @@ class OpenAiBackend:
     async def close(self) -> None:
         await self._client.close()
 
+    @contextlib.asynccontextmanager
+    async def _slot(self):
+        """One of the max_concurrent_requests slots at the endpoint.
+
+        A slot that frees while others wait has often been freed by a caller that went away, and
+        its siblings (the other summaries of the same gateway request) are being cancelled in
+        the same burst, each on its own stream. Without a pause the next waiter can send its LLM
+        request before its own cancellation is delivered, spending a paid request on nobody."""
+        waited = self._semaphore.locked()
+        async with self._semaphore:
+            if waited:
+                await asyncio.sleep(SLOT_SETTLE_S)
+            yield
+
     def _timeout(self, deadline: float | None) -> float:
         if deadline is None:
             return self.settings.timeout_s
@@ -173,7 +191,7 @@ class OpenAiBackend:
     ) -> Completion:
         timeout = self._timeout(deadline)
         started = time.perf_counter()
-        async with self._semaphore:
+        async with self._slot():
             try:
                 response = await asyncio.wait_for(
                     self._client.chat.completions.create(
@@ -209,7 +227,7 @@ class OpenAiBackend:
         received: list[str] = []
         reported = None
         finished = False
-        async with self._semaphore:
+        async with self._slot():
             try:
                 stream = await self._client.chat.completions.create(
                     **self._request(messages, max_tokens, timeout), stream=True,

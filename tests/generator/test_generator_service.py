@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import time
 from pathlib import Path
 
 import grpc
@@ -410,3 +411,24 @@ def test_an_answer_that_repeats_its_prompt_falls_back(stub, llm, papers):
     _assert_fallback(first, papers, "repeats the source text")
     _, second = _synthesize(stub, papers)
     _assert_fallback(second, papers, "repeats the prompt's paper list")
+
+
+def test_callers_that_leave_together_cost_no_further_llm_requests(stub, llm, papers):
+    """Eight summaries wait for the two LLM slots; the caller cancels them all while the first
+    two are at the endpoint. The slots those two free must not go to a summary whose own
+    cancellation is still on its way (a gateway request's summaries leave in one burst)."""
+    llm.default = Reply(text="A faithful summary of the paper.", delay_s=1.2)
+    try:
+        calls = [stub.Summarize.future(pb.SummarizeRequest(
+            source_text="We study gestures.", paper=paper, backend=pb.BACKEND_OPENAI), timeout=30)
+            for paper in (papers * 2)[:8]]
+        deadline = time.monotonic() + 20
+        while len(llm.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(llm.requests) == 2, "both slots should be in use"
+        for call in calls:
+            call.cancel()
+        time.sleep(2.0)  # longer than an answer: a waiter that got a slot would have asked by now
+    finally:
+        llm.default = Reply(text="")
+    assert len(llm.requests) == 2
