@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests.local_http import serving
+
 CHUNK_CHARS = 24
 
 
@@ -182,10 +184,5 @@ class ScriptedOpenAi:
     def running(self) -> Iterator["ScriptedOpenAi"]:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with serving(self._server):
             yield self
-        finally:
-            self._server.shutdown()
-            self._server.server_close()

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from citeweave.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from citeweave.sync.v1 import sync_pb2, sync_pb2_grpc
 from services.common.clients import sync_channel
 from services.common.launcher import ServiceProcess, free_port
+from tests.local_http import serving
 
 REPO = Path(__file__).resolve().parents[2]
 # Slices of the real arXiv snapshots, committed (scripts/make_sync_fixtures.py; CC0, SOURCE.txt).
@@ -224,13 +224,8 @@ class FileServer:
     @contextmanager
     def running(cls) -> Iterator["FileServer"]:
         server = cls()
-        thread = threading.Thread(target=server._http.serve_forever, args=(0.05,), daemon=True)
-        thread.start()
-        try:
+        with serving(server._http):
             yield server
-        finally:
-            server._http.shutdown()
-            server._http.server_close()
 
 
 class _FileHandler(BaseHTTPRequestHandler):
@@ -240,9 +235,14 @@ class _FileHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         owner: FileServer = self.server.owner  # type: ignore[attr-defined]
         route, _, name = self.path.lstrip("/").partition("/")
-        status = self._answer(owner, route, name)
-        owner.requests.append((self.path, status, self.headers.get("If-None-Match"),
-                               self.headers.get("If-Modified-Since")))
+        self._answer(owner, route, name)
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        # Recorded before a byte of the answer leaves: a client that has its answer can count on
+        # finding the request in `requests` (send_error goes through here too).
+        self.server.owner.requests.append(  # type: ignore[attr-defined]
+            (self.path, code, self.headers.get("If-None-Match"), self.headers.get("If-Modified-Since")))
+        super().send_response(code, message)
 
     def _answer(self, owner: FileServer, route: str, name: str) -> int:
         trouble = owner.misbehave.get(name)
